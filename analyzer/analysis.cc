@@ -1,0 +1,40 @@
+#include "analyzer/analysis.h"
+
+#include "analyzer/lower.h"
+
+namespace memplan {
+
+bool LoadJointGraph(const std::string& path, const GraphLoadOptions& options, JointGraph* out,
+                    std::string* err) {
+  out->file = path;
+  Graph input;
+  if (!LoadGraphFile(path, options, &input, err)) return false;
+  out->input_ops = input.ops.size();
+  out->input_tensors = input.tensors.size();
+  out->lowered = !input.joint;
+  out->warnings.clear();
+  if (input.joint) {
+    out->graph = std::move(input);
+    return true;
+  }
+  std::string lower_err;
+  if (!LowerToJoint(input, &out->graph, &out->warnings, &lower_err)) {
+    *err = path + ": " + lower_err;
+    return false;
+  }
+  return true;
+}
+
+bool AnalyzeBaseline(const Graph& joint, AccumulationMode mode, Analysis* out, std::string* err) {
+  out->accumulation = mode;
+  out->program = BuildBaselineProgram(joint, mode);
+  SimOptions options;
+  if (!Simulate(joint, out->program, options, &out->sim, err)) {
+    *err = "baseline program is invalid: " + *err;
+    return false;
+  }
+  out->lower_bound_bytes = PeakLowerBound(joint);
+  return true;
+}
+
+}  // namespace memplan

@@ -1,0 +1,209 @@
+#include "analyzer/graph.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+
+namespace memplan {
+namespace {
+
+struct DTypeInfo {
+  const char* name;
+  int size;
+  bool floating;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {"float64", 8, true}, {"float32", 4, true},       {"float16", 2, true},
+    {"bfloat16", 2, true}, {"float8_e4m3fn", 1, true}, {"float8_e5m2", 1, true},
+    {"int64", 8, false},  {"int32", 4, false},        {"int16", 2, false},
+    {"int8", 1, false},   {"uint8", 1, false},        {"bool", 1, false},
+    {"complex64", 8, true},
+};
+
+constexpr const char* kKindNames[] = {"input",    "parameter", "buffer",   "activation",
+                                      "gradient", "optimizer_state", "temporary"};
+constexpr const char* kPhaseNames[] = {"forward", "backward", "optimizer"};
+
+}  // namespace
+
+bool ParseDType(std::string_view name, DType* out) {
+  for (size_t i = 0; i < std::size(kDTypes); ++i) {
+    if (name == kDTypes[i].name) {
+      *out = static_cast<DType>(i);
+      return true;
+    }
+  }
+  return false;
+}
+const char* DTypeName(DType d) { return kDTypes[static_cast<int>(d)].name; }
+int DTypeSize(DType d) { return kDTypes[static_cast<int>(d)].size; }
+bool IsFloating(DType d) { return kDTypes[static_cast<int>(d)].floating; }
+std::string DTypeList() {
+  std::string s;
+  for (const auto& d : kDTypes) {
+    if (!s.empty()) s += ", ";
+    s += d.name;
+  }
+  return s;
+}
+
+bool ParseTensorKind(std::string_view name, TensorKind* out) {
+  for (size_t i = 0; i < std::size(kKindNames); ++i) {
+    if (name == kKindNames[i]) {
+      *out = static_cast<TensorKind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+const char* TensorKindName(TensorKind k) { return kKindNames[static_cast<int>(k)]; }
+bool IsResident(TensorKind k) {
+  return k == TensorKind::kInput || k == TensorKind::kParameter || k == TensorKind::kBuffer ||
+         k == TensorKind::kOptimizerState;
+}
+
+bool ParsePhase(std::string_view name, Phase* out) {
+  for (size_t i = 0; i < std::size(kPhaseNames); ++i) {
+    if (name == kPhaseNames[i]) {
+      *out = static_cast<Phase>(i);
+      return true;
+    }
+  }
+  return false;
+}
+const char* PhaseName(Phase p) { return kPhaseNames[static_cast<int>(p)]; }
+
+bool CheckedMul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
+std::string CanonicalOpType(std::string_view type) {
+  if (type.substr(0, 5) == "aten.") {
+    type.remove_prefix(5);
+    size_t dot = type.find('.');
+    if (dot != std::string_view::npos) type = type.substr(0, dot);
+  } else if (type.substr(0, 6) == "aten::") {
+    type.remove_prefix(6);
+    size_t dot = type.find('.');
+    if (dot != std::string_view::npos) type = type.substr(0, dot);
+  }
+  return std::string(type);
+}
+
+int Graph::FindTensor(std::string_view id) const {
+  auto it = tensor_index.find(std::string(id));
+  return it == tensor_index.end() ? -1 : it->second;
+}
+
+int Graph::FindOp(std::string_view id) const {
+  auto it = op_index.find(std::string(id));
+  return it == op_index.end() ? -1 : it->second;
+}
+
+bool Graph::IsParameterGradient(int t) const {
+  int of = tensors[t].grad_of;
+  return of >= 0 && tensors[of].kind == TensorKind::kParameter;
+}
+
+int64_t Graph::ResidentBytes() const {
+  int64_t sum = 0;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    if (IsResidentTensor(static_cast<int>(t))) sum += OwnedBytes(static_cast<int>(t));
+  return sum;
+}
+
+bool Graph::Finalize(std::string* err) {
+  constexpr size_t kMaxCount = std::numeric_limits<int>::max();
+  if (tensors.size() >= kMaxCount || ops.size() >= kMaxCount) {
+    *err = fmt::format("graph has {} tensors and {} ops; the limit is {} of each", tensors.size(),
+                       ops.size(), kMaxCount - 1);
+    return false;
+  }
+  tensor_index.clear();
+  op_index.clear();
+  tensor_index.reserve(tensors.size());
+  op_index.reserve(ops.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (!tensor_index.emplace(tensors[t].id, static_cast<int>(t)).second) {
+      *err = fmt::format("duplicate tensor id '{}'", tensors[t].id);
+      return false;
+    }
+  }
+  for (size_t o = 0; o < ops.size(); ++o) {
+    if (!op_index.emplace(ops[o].id, static_cast<int>(o)).second) {
+      *err = fmt::format("duplicate op id '{}'", ops[o].id);
+      return false;
+    }
+  }
+
+  // Bytes, checked; the total bounds every live-bytes sum.
+  int64_t total = 0;
+  for (Tensor& t : tensors) {
+    int64_t n = 1;
+    for (const Dim& d : t.shape) {
+      if (d.value < 0 || !CheckedMul(n, d.value, &n)) {
+        *err = fmt::format("tensor '{}': element count overflows 64-bit arithmetic", t.id);
+        return false;
+      }
+    }
+    t.numel = n;
+    if (!CheckedMul(n, DTypeSize(t.dtype), &t.bytes) || !CheckedAdd(total, t.bytes, &total)) {
+      *err = fmt::format("tensor '{}': byte count overflows 64-bit arithmetic", t.id);
+      return false;
+    }
+  }
+
+  // Bases of views: follow alias_of with a three-colour walk (no recursion).
+  std::vector<int> state(tensors.size(), 0);  // 0 new, 1 on path, 2 done
+  std::vector<int> path;
+  for (size_t start = 0; start < tensors.size(); ++start) {
+    int t = static_cast<int>(start);
+    path.clear();
+    while (state[t] == 0 && tensors[t].alias_of >= 0) {
+      state[t] = 1;
+      path.push_back(t);
+      t = tensors[t].alias_of;
+    }
+    if (state[t] == 1) {
+      *err = fmt::format("alias_of cycle through tensor '{}'", tensors[t].id);
+      return false;
+    }
+    int base = state[t] == 2 ? tensors[t].base : t;
+    state[t] = 2;
+    tensors[t].base = base;
+    for (int p : path) {
+      tensors[p].base = base;
+      state[p] = 2;
+    }
+  }
+
+  // Producers, and use-before-definition in file order.
+  for (Tensor& t : tensors) t.producer = -1;
+  joint = false;
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
+    if (op.phase == Phase::kBackward) joint = true;
+    for (int in : op.inputs) {
+      const Tensor& t = tensors[in];
+      if (!IsResident(t.kind) && t.producer < 0) {
+        *err = fmt::format("op '{}' reads tensor '{}' before it is produced", op.id, t.id);
+        return false;
+      }
+    }
+    for (int out : op.outputs) {
+      Tensor& t = tensors[out];
+      if (t.producer >= 0) {
+        *err = fmt::format("tensor '{}' is produced by both '{}' and '{}'", t.id,
+                           ops[t.producer].id, op.id);
+        return false;
+      }
+      if (IsResident(t.kind)) {
+        *err = fmt::format("op '{}' produces resident tensor '{}'", op.id, t.id);
+        return false;
+      }
+      t.producer = static_cast<int>(o);
+    }
+  }
+  return true;
+}
+
+}  // namespace memplan

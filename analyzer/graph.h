@@ -1,0 +1,137 @@
+// Graph IR: tensors and ops of a memplan.graph/1 document, by index.
+//
+// Invariants after Finalize() succeeds:
+//  - every op input is resident or produced by an earlier op (file order is a
+//    valid execution order); every tensor has at most one producer;
+//  - alias_of chains end at a non-view tensor (base), with no cycle;
+//  - bytes = numel * dtype size, computed without overflow, and the sum of all
+//    tensors' bytes fits in int64, so any live-bytes sum does too.
+#ifndef MEMPLAN_ANALYZER_GRAPH_H_
+#define MEMPLAN_ANALYZER_GRAPH_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace memplan {
+
+enum class DType : uint8_t {
+  kFloat64,
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kFloat8E4M3Fn,
+  kFloat8E5M2,
+  kInt64,
+  kInt32,
+  kInt16,
+  kInt8,
+  kUInt8,
+  kBool,
+  kComplex64,
+};
+bool ParseDType(std::string_view name, DType* out);
+const char* DTypeName(DType d);
+int DTypeSize(DType d);
+bool IsFloating(DType d);
+// "float64, float32, ..." for error messages.
+std::string DTypeList();
+
+enum class TensorKind : uint8_t {
+  kInput,
+  kParameter,
+  kBuffer,
+  kActivation,
+  kGradient,
+  kOptimizerState,
+  kTemporary,
+};
+constexpr int kNumTensorKinds = 7;
+bool ParseTensorKind(std::string_view name, TensorKind* out);
+const char* TensorKindName(TensorKind k);
+// Resident tensors are alive from the start to the end of every program.
+bool IsResident(TensorKind k);
+
+enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
+bool ParsePhase(std::string_view name, Phase* out);
+const char* PhaseName(Phase p);
+
+// One dimension: a literal, or a symbol whose resolved value is in `value`.
+struct Dim {
+  int64_t value = 0;
+  std::string symbol;  // empty for a literal
+};
+
+struct Tensor {
+  std::string id;
+  std::vector<Dim> shape;
+  DType dtype = DType::kFloat32;
+  TensorKind kind = TensorKind::kActivation;
+  int alias_of = -1;  // the tensor this one is a view of, or -1
+  int grad_of = -1;   // the tensor this one is the gradient of, or -1
+  std::string extra;  // unknown keys as a serialized JSON object ("" if none)
+
+  // Derived by Graph::Finalize.
+  int64_t numel = 0;
+  int64_t bytes = 0;  // numel * dtype size (a view owns none: see Graph::OwnedBytes)
+  int base = -1;      // the non-view tensor whose buffer this one uses (self if not a view)
+  int producer = -1;  // index of the producing op, or -1
+};
+
+struct Op {
+  std::string id;
+  std::string type;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  Phase phase = Phase::kForward;
+  double flops = -1;    // < 0: not given
+  double time_us = -1;  // < 0: not given
+  int64_t workspace_bytes = 0;
+  std::vector<int> saves;
+  bool saves_given = false;
+  bool accumulate = false;
+  std::string scope;
+  std::string extra;  // unknown keys as a serialized JSON object ("" if none)
+};
+
+struct Graph {
+  std::string name;
+  std::string source;  // the "source" object, serialized ("" if absent)
+  std::vector<std::pair<std::string, int64_t>> symbols;  // in declaration order
+  std::vector<Tensor> tensors;
+  std::vector<Op> ops;
+  std::vector<int> outputs;
+
+  // Derived by Finalize.
+  std::unordered_map<std::string, int> tensor_index;
+  std::unordered_map<std::string, int> op_index;
+  bool joint = false;  // some op has phase backward
+
+  // Computes the derived fields above. Checks only what a builder of the IR
+  // could get wrong beyond the importer's checks (overflow, order, aliases).
+  bool Finalize(std::string* err);
+
+  int FindTensor(std::string_view id) const;
+  int FindOp(std::string_view id) const;
+  bool IsView(int t) const { return tensors[t].alias_of >= 0; }
+  int64_t OwnedBytes(int t) const { return IsView(t) ? 0 : tensors[t].bytes; }
+  bool IsResidentTensor(int t) const { return IsResident(tensors[t].kind); }
+  // A gradient of a parameter: kept alive to the end (the optimizer reads it).
+  bool IsParameterGradient(int t) const;
+  int64_t ResidentBytes() const;
+};
+
+// "aten.convolution.default" / "aten::convolution" -> "convolution".
+std::string CanonicalOpType(std::string_view type);
+
+// Checked int64 arithmetic: false on overflow.
+bool CheckedMul(int64_t a, int64_t b, int64_t* out);
+bool CheckedAdd(int64_t a, int64_t b, int64_t* out);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_GRAPH_H_

@@ -1,0 +1,688 @@
+#include "analyzer/graph_json.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace memplan {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+const char* TypeName(const json& j) {
+  switch (j.type()) {
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "a value";
+  }
+}
+
+// A JSON value rendered briefly for "found ..." in messages.
+std::string Found(const json& j) {
+  if (j.is_number() || j.is_boolean() || j.is_null()) return j.dump();
+  if (j.is_string()) {
+    std::string s = j.get<std::string>();
+    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    return json(s).dump();
+  }
+  return TypeName(j);
+}
+
+std::string Quote(const std::string& s) { return json(s).dump(); }
+
+// Collects the first error; every check returns false once one is recorded.
+class Reader {
+ public:
+  Reader(const std::string& file, std::string* err) : file_(file), err_(err) {}
+
+  bool Fail(const std::string& pointer, const std::string& message) {
+    *err_ = fmt::format("{}: {}: {}", file_, pointer.empty() ? "(root)" : pointer, message);
+    return false;
+  }
+  bool Missing(const std::string& pointer, const char* expected) {
+    return Fail(pointer, fmt::format("missing; expected {}", expected));
+  }
+  bool WrongType(const std::string& pointer, const json& j, const char* expected) {
+    return Fail(pointer, fmt::format("expected {}, found {}", expected, Found(j)));
+  }
+
+  // Optional string member; `out` untouched when absent.
+  bool OptString(const json& obj, const std::string& ptr, const char* key, std::string* out) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return true;
+    if (!it->is_string()) return WrongType(ptr + "/" + key, *it, "a string");
+    *out = it->get<std::string>();
+    return true;
+  }
+  bool ReqString(const json& obj, const std::string& ptr, const char* key, std::string* out,
+                 bool non_empty) {
+    auto it = obj.find(key);
+    const char* expected = non_empty ? "a non-empty string" : "a string";
+    if (it == obj.end()) return Missing(ptr + "/" + key, expected);
+    if (!it->is_string() || (non_empty && it->get_ref<const std::string&>().empty()))
+      return WrongType(ptr + "/" + key, *it, expected);
+    *out = it->get<std::string>();
+    return true;
+  }
+  bool OptNonNegativeNumber(const json& obj, const std::string& ptr, const char* key,
+                            double* out) {
+    auto it = obj.find(key);
+    if (it == obj.end()) return true;
+    if (!it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>()))
+      return WrongType(ptr + "/" + key, *it, "a non-negative number");
+    *out = it->get<double>();
+    return true;
+  }
+
+ private:
+  std::string file_;
+  std::string* err_;
+};
+
+bool IsNonNegativeInteger(const json& j) {
+  if (j.is_number_unsigned()) return j.get<uint64_t>() <= uint64_t(INT64_MAX);
+  if (j.is_number_integer()) return j.get<int64_t>() >= 0;
+  return false;
+}
+
+std::string ExtraKeys(const json& obj, std::initializer_list<const char*> known) {
+  json extra = json::object();
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool is_known = false;
+    for (const char* k : known) is_known = is_known || it.key() == k;
+    if (!is_known) extra[it.key()] = it.value();
+  }
+  return extra.empty() ? std::string() : extra.dump();
+}
+
+struct PendingRef {
+  std::string id;
+  std::string pointer;
+};
+
+class GraphParser {
+ public:
+  GraphParser(const std::string& file, const GraphLoadOptions& options, Graph* g,
+              std::string* err)
+      : r_(file, err), file_(file), options_(options), g_(g), err_(err) {}
+
+  bool Parse(const json& doc) {
+    if (!doc.is_object()) return r_.WrongType("", doc, "an object");
+    return ParseFormat(doc) && ParseHeader(doc) && ParseSymbols(doc) && ParseTensors(doc) &&
+           ParseOps(doc) && ParseOutputs(doc) && ResolveTensorRefs() && CheckOps() &&
+           FinalizeGraph();
+  }
+
+ private:
+  bool ParseFormat(const json& doc) {
+    auto it = doc.find("format");
+    if (it == doc.end()) return r_.Missing("/format", "\"memplan.graph/1\"");
+    if (!it->is_string()) return r_.WrongType("/format", *it, "\"memplan.graph/1\"");
+    if (*it != "memplan.graph/1")
+      return r_.Fail("/format", fmt::format("unsupported format {}; expected \"memplan.graph/1\"",
+                                            Found(*it)));
+    return true;
+  }
+
+  bool ParseHeader(const json& doc) {
+    if (!r_.OptString(doc, "", "name", &g_->name)) return false;
+    auto it = doc.find("source");
+    if (it != doc.end()) {
+      if (!it->is_object()) return r_.WrongType("/source", *it, "an object");
+      g_->source = it->dump();
+    }
+    return true;
+  }
+
+  bool ParseSymbols(const json& doc) {
+    auto it = doc.find("symbols");
+    if (it != doc.end()) {
+      if (!it->is_object()) return r_.WrongType("/symbols", *it, "an object");
+      for (auto s = it->begin(); s != it->end(); ++s) {
+        if (!IsNonNegativeInteger(s.value()))
+          return r_.WrongType("/symbols/" + s.key(), s.value(), "a non-negative integer");
+        g_->symbols.emplace_back(s.key(), s.value().get<int64_t>());
+      }
+    }
+    for (const auto& [name, value] : options_.symbol_overrides) {
+      bool found = false;
+      for (auto& [n, v] : g_->symbols) {
+        if (n == name) {
+          v = value;
+          found = true;
+        }
+      }
+      if (!found) {
+        g_->symbols.emplace_back(name, value);
+        undeclared_overrides_.insert(name);
+      }
+    }
+    return true;
+  }
+
+  bool ParseShape(const json& t, const std::string& ptr, Tensor* tensor) {
+    auto it = t.find("shape");
+    if (it == t.end()) return r_.Missing(ptr + "/shape", "an array of dimensions");
+    if (!it->is_array()) return r_.WrongType(ptr + "/shape", *it, "an array of dimensions");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& d = (*it)[i];
+      std::string dptr = fmt::format("{}/shape/{}", ptr, i);
+      Dim dim;
+      if (d.is_number_integer() && !d.is_number_unsigned() && d.get<int64_t>() < 0) {
+        return r_.Fail(dptr, fmt::format("negative dimension {}; expected an integer >= 0 or a "
+                                         "symbol name",
+                                         d.get<int64_t>()));
+      } else if (IsNonNegativeInteger(d)) {
+        dim.value = d.get<int64_t>();
+      } else if (d.is_string()) {
+        dim.symbol = d.get<std::string>();
+        bool found = false;
+        for (const auto& [n, v] : g_->symbols) {
+          if (n == dim.symbol) {
+            dim.value = v;
+            found = true;
+          }
+        }
+        if (!found) {
+          std::string names;
+          for (const auto& [n, v] : g_->symbols) names += (names.empty() ? "" : ", ") + n;
+          return r_.Fail(dptr, fmt::format("unknown symbol {}; expected one of the names in "
+                                           "/symbols ({})",
+                                           Quote(dim.symbol),
+                                           names.empty() ? "none declared" : names));
+        }
+        used_symbols_.insert(dim.symbol);
+      } else {
+        return r_.WrongType(dptr, d, "an integer >= 0 or a symbol name");
+      }
+      tensor->shape.push_back(std::move(dim));
+    }
+    return true;
+  }
+
+  bool ParseTensors(const json& doc) {
+    auto it = doc.find("tensors");
+    if (it == doc.end()) return r_.Missing("/tensors", "an array of tensors");
+    if (!it->is_array()) return r_.WrongType("/tensors", *it, "an array of tensors");
+    g_->tensors.reserve(it->size());
+    kind_given_.reserve(it->size());
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& t = (*it)[i];
+      std::string ptr = fmt::format("/tensors/{}", i);
+      if (!t.is_object()) return r_.WrongType(ptr, t, "an object");
+      Tensor tensor;
+      if (!r_.ReqString(t, ptr, "id", &tensor.id, true)) return false;
+      auto [pos, inserted] = g_->tensor_index.emplace(tensor.id, static_cast<int>(i));
+      if (!inserted)
+        return r_.Fail(ptr + "/id", fmt::format("duplicate tensor id {}; first defined at "
+                                                "/tensors/{}",
+                                                Quote(tensor.id), pos->second));
+      if (!ParseShape(t, ptr, &tensor)) return false;
+      std::string dtype;
+      auto d = t.find("dtype");
+      if (d == t.end()) return r_.Missing(ptr + "/dtype", "a dtype name");
+      if (!d->is_string()) return r_.WrongType(ptr + "/dtype", *d, "a dtype name");
+      if (!ParseDType(d->get<std::string>(), &tensor.dtype))
+        return r_.Fail(ptr + "/dtype", fmt::format("unknown dtype {}; expected one of {}",
+                                                   Found(*d), DTypeList()));
+      auto k = t.find("kind");
+      bool kind_given = k != t.end();
+      if (kind_given) {
+        if (!k->is_string() || !ParseTensorKind(k->get<std::string>(), &tensor.kind))
+          return r_.Fail(ptr + "/kind",
+                         fmt::format("unknown kind {}; expected one of input, parameter, buffer, "
+                                     "activation, gradient, optimizer_state, temporary",
+                                     Found(*k)));
+      }
+      kind_given_.push_back(kind_given);
+      PendingRef alias, grad;
+      if (!r_.OptString(t, ptr, "alias_of", &alias.id) ||
+          !r_.OptString(t, ptr, "grad_of", &grad.id))
+        return false;
+      alias.pointer = ptr + "/alias_of";
+      grad.pointer = ptr + "/grad_of";
+      alias_refs_.push_back(std::move(alias));
+      grad_refs_.push_back(std::move(grad));
+      tensor.extra = ExtraKeys(t, {"id", "shape", "dtype", "kind", "alias_of", "grad_of"});
+      // Bytes, checked here so the error points at the tensor.
+      int64_t n = 1;
+      for (const Dim& dim : tensor.shape) {
+        if (!CheckedMul(n, dim.value, &n))
+          return r_.Fail(ptr + "/shape", "element count overflows 64-bit arithmetic; expected a "
+                                         "tensor under 2^63 bytes");
+      }
+      int64_t bytes;
+      if (!CheckedMul(n, DTypeSize(tensor.dtype), &bytes))
+        return r_.Fail(ptr + "/shape", fmt::format("byte count ({} elements of {}) overflows "
+                                                   "64-bit arithmetic; expected a tensor under "
+                                                   "2^63 bytes",
+                                                   n, DTypeName(tensor.dtype)));
+      if (!CheckedAdd(total_bytes_, bytes, &total_bytes_))
+        return r_.Fail(ptr, "the bytes of all tensors together overflow 64-bit arithmetic");
+      g_->tensors.push_back(std::move(tensor));
+    }
+    for (const auto& name : undeclared_overrides_) {
+      if (!used_symbols_.count(name)) {
+        std::string names;
+        for (const auto& [n, v] : g_->symbols)
+          if (!undeclared_overrides_.count(n)) names += (names.empty() ? "" : ", ") + n;
+        *err_ = fmt::format("{}: --set {}: the graph has no symbol {}; expected one of: {}", file_,
+                            name, Quote(name), names.empty() ? "(none declared)" : names);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool TensorRef(const json& j, const std::string& ptr, int* out) {
+    if (!j.is_string()) return r_.WrongType(ptr, j, "a tensor id");
+    int t = g_->FindTensor(j.get_ref<const std::string&>());
+    if (t < 0)
+      return r_.Fail(ptr, fmt::format("unknown tensor {}; expected the id of a tensor in "
+                                      "/tensors",
+                                      Found(j)));
+    *out = t;
+    return true;
+  }
+
+  bool TensorList(const json& obj, const std::string& ptr, const char* key, bool required,
+                  std::vector<int>* out) {
+    auto it = obj.find(key);
+    std::string p = ptr + "/" + key;
+    if (it == obj.end()) return required ? r_.Missing(p, "an array of tensor ids") : true;
+    if (!it->is_array()) return r_.WrongType(p, *it, "an array of tensor ids");
+    out->reserve(it->size());
+    for (size_t i = 0; i < it->size(); ++i) {
+      int t;
+      if (!TensorRef((*it)[i], fmt::format("{}/{}", p, i), &t)) return false;
+      out->push_back(t);
+    }
+    return true;
+  }
+
+  bool ParseOps(const json& doc) {
+    auto it = doc.find("ops");
+    if (it == doc.end()) return r_.Missing("/ops", "an array of ops");
+    if (!it->is_array()) return r_.WrongType("/ops", *it, "an array of ops");
+    g_->ops.reserve(it->size());
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& o = (*it)[i];
+      std::string ptr = fmt::format("/ops/{}", i);
+      if (!o.is_object()) return r_.WrongType(ptr, o, "an object");
+      Op op;
+      if (!r_.ReqString(o, ptr, "id", &op.id, true)) return false;
+      auto [pos, inserted] = g_->op_index.emplace(op.id, static_cast<int>(i));
+      if (!inserted)
+        return r_.Fail(ptr + "/id", fmt::format("duplicate op id {}; first defined at /ops/{}",
+                                                Quote(op.id), pos->second));
+      if (!r_.ReqString(o, ptr, "type", &op.type, true)) return false;
+      if (!TensorList(o, ptr, "inputs", true, &op.inputs) ||
+          !TensorList(o, ptr, "outputs", true, &op.outputs))
+        return false;
+      auto ph = o.find("phase");
+      if (ph != o.end() && (!ph->is_string() || !ParsePhase(ph->get<std::string>(), &op.phase)))
+        return r_.Fail(ptr + "/phase", fmt::format("unknown phase {}; expected forward, "
+                                                   "backward or optimizer",
+                                                   Found(*ph)));
+      if (!r_.OptNonNegativeNumber(o, ptr, "flops", &op.flops) ||
+          !r_.OptNonNegativeNumber(o, ptr, "time_us", &op.time_us))
+        return false;
+      auto ws = o.find("workspace_bytes");
+      if (ws != o.end()) {
+        if (!IsNonNegativeInteger(*ws))
+          return r_.WrongType(ptr + "/workspace_bytes", *ws, "a non-negative integer");
+        op.workspace_bytes = ws->get<int64_t>();
+        if (!CheckedAdd(total_bytes_, op.workspace_bytes, &total_bytes_))
+          return r_.Fail(ptr + "/workspace_bytes",
+                         "the bytes of all tensors and workspaces together overflow 64-bit "
+                         "arithmetic");
+      }
+      op.saves_given = o.contains("saves");
+      if (!TensorList(o, ptr, "saves", false, &op.saves)) return false;
+      auto acc = o.find("accumulate");
+      if (acc != o.end()) {
+        if (!acc->is_boolean()) return r_.WrongType(ptr + "/accumulate", *acc, "a boolean");
+        op.accumulate = acc->get<bool>();
+      }
+      if (!r_.OptString(o, ptr, "scope", &op.scope)) return false;
+      op.extra = ExtraKeys(o, {"id", "type", "inputs", "outputs", "phase", "flops", "time_us",
+                               "workspace_bytes", "saves", "accumulate", "scope"});
+      g_->ops.push_back(std::move(op));
+    }
+    return true;
+  }
+
+  bool ParseOutputs(const json& doc) {
+    return TensorList(doc, "", "outputs", false, &g_->outputs);
+  }
+
+  // Kinds default from producers; then alias_of and grad_of are resolved.
+  bool ResolveTensorRefs() {
+    std::vector<int> producer(g_->tensors.size(), -1);
+    for (size_t o = 0; o < g_->ops.size(); ++o)
+      for (int out : g_->ops[o].outputs)
+        if (producer[out] < 0) producer[out] = static_cast<int>(o);
+    auto& tensors = g_->tensors;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (kind_given_[t]) continue;
+      bool backward = producer[t] >= 0 && g_->ops[producer[t]].phase != Phase::kForward;
+      tensors[t].kind = (backward || !grad_refs_[t].id.empty()) ? TensorKind::kGradient
+                                                                  : TensorKind::kActivation;
+    }
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const PendingRef& a = alias_refs_[t];
+      if (a.id.empty()) continue;
+      int base = g_->FindTensor(a.id);
+      if (base < 0)
+        return r_.Fail(a.pointer, fmt::format("unknown tensor {}; expected the id of a tensor in "
+                                              "/tensors",
+                                              Quote(a.id)));
+      if (base == static_cast<int>(t))
+        return r_.Fail(a.pointer, fmt::format("tensor {} is a view of itself; expected another "
+                                              "tensor's id",
+                                              Quote(a.id)));
+      tensors[t].alias_of = base;
+    }
+    // Cycles, without recursion: walk each chain, marking the tensors on it.
+    std::vector<int> mark(tensors.size(), -1);
+    for (size_t start = 0; start < tensors.size(); ++start) {
+      int t = static_cast<int>(start);
+      while (t >= 0 && mark[t] < 0) {
+        mark[t] = static_cast<int>(start);
+        t = tensors[t].alias_of;
+      }
+      if (t >= 0 && mark[t] == static_cast<int>(start)) {
+        std::string chain = tensors[t].id;
+        for (int u = tensors[t].alias_of; u != t; u = tensors[u].alias_of)
+          chain += " -> " + tensors[u].id;
+        chain += " -> " + tensors[t].id;
+        return r_.Fail(alias_refs_[t].pointer,
+                       fmt::format("alias cycle {}; expected a chain ending at a tensor that owns "
+                                   "its memory",
+                                   chain));
+      }
+    }
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      int base = tensors[t].alias_of;
+      if (base >= 0 && IsResident(tensors[t].kind) && !IsResident(tensors[base].kind))
+        return r_.Fail(alias_refs_[t].pointer,
+                       fmt::format("resident tensor {} ({}) is a view of {} ({}); expected a "
+                                   "resident base",
+                                   Quote(tensors[t].id), TensorKindName(tensors[t].kind),
+                                   Quote(tensors[base].id), TensorKindName(tensors[base].kind)));
+    }
+    std::vector<int> gradient(tensors.size(), -1);
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const PendingRef& gr = grad_refs_[t];
+      if (gr.id.empty()) continue;
+      int of = g_->FindTensor(gr.id);
+      if (of < 0)
+        return r_.Fail(gr.pointer, fmt::format("unknown tensor {}; expected the id of a tensor in "
+                                               "/tensors",
+                                               Quote(gr.id)));
+      if (of == static_cast<int>(t))
+        return r_.Fail(gr.pointer, fmt::format("tensor {} is its own gradient; expected another "
+                                               "tensor's id",
+                                               Quote(gr.id)));
+      if (tensors[t].kind != TensorKind::kGradient)
+        return r_.Fail(gr.pointer, fmt::format("tensor {} has kind {}; expected kind gradient on "
+                                               "a tensor with grad_of",
+                                               Quote(tensors[t].id),
+                                               TensorKindName(tensors[t].kind)));
+      if (gradient[of] >= 0)
+        return r_.Fail(gr.pointer, fmt::format("{} already has gradient {} (/tensors/{}); "
+                                               "expected one gradient per tensor",
+                                               Quote(gr.id), Quote(tensors[gradient[of]].id),
+                                               gradient[of]));
+      int64_t n_grad = Numel(tensors[t]), n_of = Numel(tensors[of]);
+      if (n_grad != n_of)
+        return r_.Fail(gr.pointer, fmt::format("gradient {} has {} elements but {} has {}; "
+                                               "expected the same number",
+                                               Quote(tensors[t].id), n_grad, Quote(gr.id), n_of));
+      gradient[of] = static_cast<int>(t);
+      tensors[t].grad_of = of;
+    }
+    return true;
+  }
+
+  static int64_t Numel(const Tensor& t) {
+    int64_t n = 1;
+    for (const Dim& d : t.shape) n *= d.value;  // checked when parsed
+    return n;
+  }
+
+  // Producers, resident writes, use before definition, views' bases.
+  bool CheckOps() {
+    auto& tensors = g_->tensors;
+    std::vector<int> producer(tensors.size(), -1);
+    for (size_t o = 0; o < g_->ops.size(); ++o) {
+      for (size_t j = 0; j < g_->ops[o].outputs.size(); ++j) {
+        int t = g_->ops[o].outputs[j];
+        std::string ptr = fmt::format("/ops/{}/outputs/{}", o, j);
+        if (producer[t] >= 0)
+          return r_.Fail(ptr, fmt::format("tensor {} already produced by {} (/ops/{}); expected "
+                                          "one producer per tensor",
+                                          Quote(tensors[t].id), Quote(g_->ops[producer[t]].id),
+                                          producer[t]));
+        if (IsResident(tensors[t].kind))
+          return r_.Fail(ptr, fmt::format("tensor {} has kind {}, which is resident; expected a "
+                                          "tensor that an op produces",
+                                          Quote(tensors[t].id), TensorKindName(tensors[t].kind)));
+        producer[t] = static_cast<int>(o);
+      }
+    }
+    auto available = [&](int t, size_t o, bool as_output) {
+      if (IsResident(tensors[t].kind)) return true;
+      return producer[t] >= 0 && (as_output ? producer[t] <= int(o) : producer[t] < int(o));
+    };
+    auto undefined = [&](int t, size_t o, const std::string& ptr) {
+      if (producer[t] < 0)
+        return r_.Fail(ptr, fmt::format("tensor {} is never produced and has kind {}; expected "
+                                        "an output of an earlier op or a tensor of kind input, "
+                                        "parameter, buffer or optimizer_state",
+                                        Quote(tensors[t].id), TensorKindName(tensors[t].kind)));
+      return r_.Fail(ptr, fmt::format("tensor {} is used before it is defined; its producer {} "
+                                      "is /ops/{} (ops must be listed in execution order, without "
+                                      "cycles)",
+                                      Quote(tensors[t].id), Quote(g_->ops[producer[t]].id),
+                                      producer[t]));
+    };
+    for (size_t o = 0; o < g_->ops.size(); ++o) {
+      const Op& op = g_->ops[o];
+      for (size_t j = 0; j < op.inputs.size(); ++j)
+        if (!available(op.inputs[j], o, false))
+          return undefined(op.inputs[j], o, fmt::format("/ops/{}/inputs/{}", o, j));
+      for (size_t j = 0; j < op.saves.size(); ++j)
+        if (!available(op.saves[j], o, true))
+          return undefined(op.saves[j], o, fmt::format("/ops/{}/saves/{}", o, j));
+      for (size_t j = 0; j < op.outputs.size(); ++j) {
+        int t = op.outputs[j];
+        int base = tensors[t].alias_of;
+        if (base >= 0 && !available(base, o, true))
+          return r_.Fail(fmt::format("/ops/{}/outputs/{}", o, j),
+                         fmt::format("view {} of {} is produced before {} is defined; expected "
+                                     "its base to be defined first",
+                                     Quote(tensors[t].id), Quote(tensors[base].id),
+                                     Quote(tensors[base].id)));
+      }
+    }
+    return true;
+  }
+
+  bool FinalizeGraph() {
+    std::string finalize_err;
+    if (!g_->Finalize(&finalize_err)) {
+      *err_ = fmt::format("{}: {}", file_, finalize_err);
+      return false;
+    }
+    return true;
+  }
+
+  Reader r_;
+  std::string file_;
+  const GraphLoadOptions& options_;
+  Graph* g_;
+  std::string* err_;
+  std::vector<bool> kind_given_;
+  std::vector<PendingRef> alias_refs_, grad_refs_;
+  std::set<std::string> used_symbols_, undeclared_overrides_;
+  int64_t total_bytes_ = 0;
+};
+
+}  // namespace
+
+bool CheckJsonDepth(const std::string& text, int max_depth, std::string* err) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        *err = fmt::format("nesting deeper than {} levels at byte {}", max_depth, i);
+        return false;
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+bool ReadFile(const std::string& path, std::string* contents, std::string* err) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  *contents = std::move(ss).str();
+  return true;
+}
+
+bool ParseGraph(const std::string& text, const std::string& file, const GraphLoadOptions& options,
+                Graph* graph, std::string* err) {
+  std::string depth_err;
+  if (!CheckJsonDepth(text, kMaxJsonDepth, &depth_err)) {
+    *err = fmt::format("{}: {}; expected a memplan.graph/1 document", file, depth_err);
+    return false;
+  }
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    // Parse again with exceptions only to recover the position for the message.
+    try {
+      (void)json::parse(text);
+      *err = fmt::format("{}: invalid JSON", file);
+    } catch (const json::parse_error& e) {
+      std::string what = e.what();
+      size_t close = what.find("] ");
+      *err = fmt::format("{}: invalid JSON: {}", file,
+                         close == std::string::npos ? what : what.substr(close + 2));
+    }
+    return false;
+  }
+  *graph = Graph();
+  GraphParser parser(file, options, graph, err);
+  return parser.Parse(doc);
+}
+
+bool LoadGraphFile(const std::string& path, const GraphLoadOptions& options, Graph* graph,
+                   std::string* err) {
+  std::string text;
+  if (!ReadFile(path, &text, err)) return false;
+  return ParseGraph(text, path, options, graph, err);
+}
+
+std::string GraphToJson(const Graph& g) {
+  ojson doc;
+  doc["format"] = "memplan.graph/1";
+  doc["name"] = g.name;
+  if (!g.source.empty()) doc["source"] = ojson::parse(g.source);
+  ojson symbols = ojson::object();
+  for (const auto& [n, v] : g.symbols) symbols[n] = v;
+  doc["symbols"] = symbols;
+  ojson tensors = ojson::array();
+  for (const Tensor& t : g.tensors) {
+    ojson jt;
+    jt["id"] = t.id;
+    ojson shape = ojson::array();
+    for (const Dim& d : t.shape) {
+      if (d.symbol.empty())
+        shape.push_back(d.value);
+      else
+        shape.push_back(d.symbol);
+    }
+    jt["shape"] = shape;
+    jt["dtype"] = DTypeName(t.dtype);
+    jt["kind"] = TensorKindName(t.kind);
+    if (t.alias_of >= 0) jt["alias_of"] = g.tensors[t.alias_of].id;
+    if (t.grad_of >= 0) jt["grad_of"] = g.tensors[t.grad_of].id;
+    if (!t.extra.empty())
+      for (auto& [k, v] : ojson::parse(t.extra).items()) jt[k] = v;
+    tensors.push_back(std::move(jt));
+  }
+  doc["tensors"] = std::move(tensors);
+  ojson ops = ojson::array();
+  for (const Op& op : g.ops) {
+    ojson jo;
+    jo["id"] = op.id;
+    jo["type"] = op.type;
+    ojson in = ojson::array(), out = ojson::array();
+    for (int t : op.inputs) in.push_back(g.tensors[t].id);
+    for (int t : op.outputs) out.push_back(g.tensors[t].id);
+    jo["inputs"] = std::move(in);
+    jo["outputs"] = std::move(out);
+    jo["phase"] = PhaseName(op.phase);
+    if (op.flops >= 0) jo["flops"] = op.flops;
+    if (op.time_us >= 0) jo["time_us"] = op.time_us;
+    if (op.workspace_bytes > 0) jo["workspace_bytes"] = op.workspace_bytes;
+    if (op.saves_given) {
+      ojson saves = ojson::array();
+      for (int t : op.saves) saves.push_back(g.tensors[t].id);
+      jo["saves"] = std::move(saves);
+    }
+    if (op.accumulate) jo["accumulate"] = true;
+    if (!op.scope.empty()) jo["scope"] = op.scope;
+    if (!op.extra.empty())
+      for (auto& [k, v] : ojson::parse(op.extra).items()) jo[k] = v;
+    ops.push_back(std::move(jo));
+  }
+  doc["ops"] = std::move(ops);
+  ojson outputs = ojson::array();
+  for (int t : g.outputs) outputs.push_back(g.tensors[t].id);
+  doc["outputs"] = std::move(outputs);
+  return doc.dump(1) + "\n";
+}
+
+}  // namespace memplan

@@ -1,0 +1,40 @@
+// Reading and writing memplan.graph/1 documents.
+//
+// Errors have the form "FILE: POINTER: what was found; expected what" where
+// POINTER is the JSON pointer of the offending value (RFC 6901).
+#ifndef MEMPLAN_ANALYZER_GRAPH_JSON_H_
+#define MEMPLAN_ANALYZER_GRAPH_JSON_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analyzer/graph.h"
+
+namespace memplan {
+
+struct GraphLoadOptions {
+  // --set NAME=VALUE: symbol overrides, applied before shapes are resolved.
+  std::vector<std::pair<std::string, int64_t>> symbol_overrides;
+};
+
+// Documents nested deeper than this are refused before parsing.
+constexpr int kMaxJsonDepth = 64;
+
+// Parses `text` (named `file` in errors) into a finalized graph.
+bool ParseGraph(const std::string& text, const std::string& file, const GraphLoadOptions& options,
+                Graph* graph, std::string* err);
+bool LoadGraphFile(const std::string& path, const GraphLoadOptions& options, Graph* graph,
+                   std::string* err);
+
+// Serializes a graph as memplan.graph/1 (symbols kept symbolic), 1-space indent.
+std::string GraphToJson(const Graph& graph);
+
+// Reads a whole file; false with a message naming the file on failure.
+bool ReadFile(const std::string& path, std::string* contents, std::string* err);
+// Rejects nesting deeper than max_depth without recursion.
+bool CheckJsonDepth(const std::string& text, int max_depth, std::string* err);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_GRAPH_JSON_H_

@@ -1,0 +1,48 @@
+// Step programs (SPEC section 2) and the baseline program.
+//
+// Baseline recipe: ops in file order, except that in "deferred" mode each
+// chain of accumulate ops moves to just before the first reader of its sum
+// (or to the end of the backward); each tensor is freed right after its last
+// reader (or its producer when nothing reads it); resident tensors, graph
+// outputs and parameter gradients are never freed. Accumulate ops run in place
+// ("inplace" mode) when an input may be taken over: it is not a view, not
+// kept to the end, has the output's size, has no later reader and no live
+// view (PyTorch's InputBuffer: first the accumulator, else the contribution).
+// O(ops + tensors + total op arity).
+#ifndef MEMPLAN_ANALYZER_PROGRAM_H_
+#define MEMPLAN_ANALYZER_PROGRAM_H_
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "analyzer/graph.h"
+
+namespace memplan {
+
+// A run step (op >= 0) with optional in-place takeovers, or a free step.
+struct Step {
+  int op = -1;
+  std::vector<std::pair<int, int>> inplace;  // (output, input whose buffer it takes)
+  std::vector<int> free;                     // tensors released (free step)
+  bool IsRun() const { return op >= 0; }
+};
+
+struct Program {
+  std::vector<Step> steps;
+};
+
+enum class AccumulationMode { kInplace, kOutOfPlace, kDeferred };
+bool ParseAccumulationMode(std::string_view name, AccumulationMode* out);
+const char* AccumulationModeName(AccumulationMode m);
+
+// Tensors that must stay alive to the end: resident, graph outputs, and
+// parameter gradients.
+std::vector<bool> KeptToEnd(const Graph& g);
+
+Program BuildBaselineProgram(const Graph& joint, AccumulationMode mode);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_PROGRAM_H_

@@ -1,0 +1,213 @@
+#include "analyzer/report.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analyzer/units.h"
+
+#ifndef MEMPLAN_VERSION
+#define MEMPLAN_VERSION "0.0.0"
+#endif
+
+namespace memplan {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+const char* StepPhase(const Graph& g, const Program& p, const SimResult& sim, int step) {
+  if (step < 0) return nullptr;
+  const Step& s = p.steps[step];
+  if (!s.IsRun()) return "free";
+  if (sim.recompute[step]) return "recompute";
+  return PhaseName(g.ops[s.op].phase);
+}
+
+std::string EntryName(const Graph& g, const LiveBuffer& lb) {
+  if (lb.workspace_of >= 0) return g.ops[lb.workspace_of].id + ":workspace";
+  return g.tensors[lb.tensor].id;
+}
+
+int EntryProducer(const Graph& g, const LiveBuffer& lb) {
+  return lb.workspace_of >= 0 ? lb.workspace_of : g.tensors[lb.owner].producer;
+}
+
+TensorKind EntryKind(const Graph& g, const LiveBuffer& lb) {
+  return lb.owner >= 0 ? g.tensors[lb.owner].kind : TensorKind::kTemporary;
+}
+
+}  // namespace
+
+const char* MemplanVersion() { return MEMPLAN_VERSION; }
+
+std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) {
+  const Graph& g = jg.graph;
+  const SimResult& sim = a.sim;
+  ojson r;
+  r["format"] = "memplan.report/1";
+  r["command"] = "analyze";
+  r["memplan_version"] = MemplanVersion();
+  r["graph"] = {{"name", g.name},
+                {"file", jg.file},
+                {"style", jg.lowered ? "forward" : "joint"},
+                {"ops", jg.input_ops},
+                {"tensors", jg.input_tensors},
+                {"joint_ops", g.ops.size()},
+                {"joint_tensors", g.tensors.size()}};
+  r["accumulation"] = AccumulationModeName(a.accumulation);
+  ojson symbols = ojson::object();
+  for (const auto& [name, value] : g.symbols) symbols[name] = value;
+  r["symbols"] = symbols;
+  r["peak_bytes"] = sim.peak_bytes;
+  r["peak_step"] = sim.peak_step;
+  const int peak_op = sim.peak_step >= 0 ? a.program.steps[sim.peak_step].op : -1;
+  r["peak_op"] = peak_op >= 0 ? ojson(g.ops[peak_op].id) : ojson(nullptr);
+  const char* phase = StepPhase(g, a.program, sim, sim.peak_step);
+  r["peak_phase"] = phase ? ojson(phase) : ojson(nullptr);
+  r["lower_bound_bytes"] = a.lower_bound_bytes;
+  r["resident_bytes"] = sim.start_bytes;
+  r["steps"] = a.program.steps.size();
+  ojson by_kind = ojson::object();
+  for (int k = 0; k < kNumTensorKinds; ++k)
+    by_kind[TensorKindName(static_cast<TensorKind>(k))] = sim.peak_by_kind[k];
+  r["by_category"] = by_kind;
+  ojson live = ojson::array();
+  for (size_t i = 0; i < sim.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
+    const LiveBuffer& lb = sim.live_at_peak[i];
+    int producer = EntryProducer(g, lb);
+    live.push_back({{"tensor", EntryName(g, lb)},
+                    {"bytes", lb.bytes},
+                    {"kind", TensorKindName(EntryKind(g, lb))},
+                    {"producer", producer >= 0 ? ojson(g.ops[producer].id) : ojson(nullptr)},
+                    {"scope", producer >= 0 ? g.ops[producer].scope : std::string()}});
+  }
+  r["live_at_peak"] = live;
+  r["live_at_peak_count"] = sim.live_at_peak.size();
+  r["warnings"] = jg.warnings;
+  return r.dump(2) + "\n";
+}
+
+std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
+  const Graph& g = jg.graph;
+  const SimResult& sim = a.sim;
+  std::string out;
+  auto line = [&](const std::string& s) { out += s + "\n"; };
+  line(fmt::format("memplan analyze {}", jg.file));
+  if (jg.lowered)
+    line(fmt::format("  graph     {}: {} ops, {} tensors, forward-only; lowered to {} ops, {} "
+                     "tensors",
+                     g.name.empty() ? "(unnamed)" : g.name, jg.input_ops, jg.input_tensors,
+                     g.ops.size(), g.tensors.size()));
+  else
+    line(fmt::format("  graph     {}: {} ops, {} tensors, joint", g.name.empty() ? "(unnamed)" : g.name,
+                     g.ops.size(), g.tensors.size()));
+  line(fmt::format("  program   baseline, {} steps, gradient accumulation {}",
+                   a.program.steps.size(), AccumulationModeName(a.accumulation)));
+  if (sim.peak_step >= 0) {
+    const Op& op = g.ops[a.program.steps[sim.peak_step].op];
+    line(fmt::format("  peak      {} ({} bytes) at step {}, while \"{}\" runs ({})",
+                     FormatBytes(sim.peak_bytes), sim.peak_bytes, sim.peak_step, op.id,
+                     StepPhase(g, a.program, sim, sim.peak_step)));
+  } else {
+    line(fmt::format("  peak      {} ({} bytes) before the first step", FormatBytes(sim.peak_bytes),
+                     sim.peak_bytes));
+  }
+  line(fmt::format("  floor     {}: no schedule or recomputation can go lower",
+                   FormatBytes(a.lower_bound_bytes)));
+  line(fmt::format("  resident  {} (inputs, parameters, buffers, optimizer state)",
+                   FormatBytes(sim.start_bytes)));
+  line("");
+  line("alive at the peak, by kind:");
+  for (int k = 0; k < kNumTensorKinds; ++k) {
+    int64_t b = sim.peak_by_kind[k];
+    if (b == 0) continue;
+    double pct = sim.peak_bytes > 0 ? 100.0 * static_cast<double>(b) / sim.peak_bytes : 0.0;
+    line(fmt::format("  {:<16}{:>12}  {:5.1f}%", TensorKindName(static_cast<TensorKind>(k)),
+                     FormatBytes(b), pct));
+  }
+  line("");
+  size_t shown = std::min<size_t>(sim.live_at_peak.size(), static_cast<size_t>(std::max(top, 0)));
+  line(fmt::format("largest buffers alive at the peak ({} of {}):", shown,
+                   sim.live_at_peak.size()));
+  line(fmt::format("  {:>12}  {:<15} {:<28} {:<24} {}", "bytes", "kind", "tensor", "producer",
+                   "scope"));
+  for (size_t i = 0; i < shown; ++i) {
+    const LiveBuffer& lb = sim.live_at_peak[i];
+    int producer = EntryProducer(g, lb);
+    line(fmt::format("  {:>12}  {:<15} {:<28} {:<24} {}", FormatBytes(lb.bytes),
+                     TensorKindName(EntryKind(g, lb)), EntryName(g, lb),
+                     producer >= 0 ? g.ops[producer].id : "-",
+                     producer >= 0 ? g.ops[producer].scope : ""));
+  }
+  return out;
+}
+
+std::string ChromeTraceJson(const Graph& g, const Program& program, const SimResult& sim) {
+  static constexpr const char* kTracks[] = {"forward", "recompute", "backward", "optimizer",
+                                            "free"};
+  constexpr int kStepUs = 10;
+  ojson events = ojson::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", 1},
+                    {"tid", 0},
+                    {"args", {{"name", "memplan: " + g.name}}}});
+  for (int i = 0; i < 5; ++i) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 1},
+                      {"tid", i + 1},
+                      {"args", {{"name", kTracks[i]}}}});
+    events.push_back({{"name", "thread_sort_index"},
+                      {"ph", "M"},
+                      {"pid", 1},
+                      {"tid", i + 1},
+                      {"args", {{"sort_index", i + 1}}}});
+  }
+  events.push_back({{"name", "live bytes"},
+                    {"ph", "C"},
+                    {"pid", 1},
+                    {"ts", 0},
+                    {"args", {{"predicted", sim.start_bytes}}}});
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const Step& step = program.steps[s];
+    const std::string phase = StepPhase(g, program, sim, static_cast<int>(s));
+    int tid = 1;
+    for (int i = 0; i < 5; ++i)
+      if (phase == kTracks[i]) tid = i + 1;
+    int64_t ts = static_cast<int64_t>(s) * kStepUs;
+    ojson args = {{"step", s}, {"live_bytes", sim.live_during[s]}};
+    std::string name;
+    if (step.IsRun()) {
+      const Op& op = g.ops[step.op];
+      name = op.id;
+      args["type"] = op.type;
+      if (!op.scope.empty()) args["scope"] = op.scope;
+    } else {
+      name = fmt::format("free {}", step.free.size());
+      args["released_bytes"] = sim.live_during[s] - sim.live_after[s];
+    }
+    events.push_back({{"name", name},
+                      {"cat", phase},
+                      {"ph", "X"},
+                      {"pid", 1},
+                      {"tid", tid},
+                      {"ts", ts},
+                      {"dur", kStepUs - 1},
+                      {"args", args}});
+    events.push_back({{"name", "live bytes"},
+                      {"ph", "C"},
+                      {"pid", 1},
+                      {"ts", ts},
+                      {"args", {{"predicted", sim.live_during[s]}}}});
+    events.push_back({{"name", "live bytes"},
+                      {"ph", "C"},
+                      {"pid", 1},
+                      {"ts", ts + kStepUs - 1},
+                      {"args", {{"predicted", sim.live_after[s]}}}});
+  }
+  ojson doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  return doc.dump() + "\n";
+}
+
+}  // namespace memplan

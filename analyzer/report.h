@@ -1,0 +1,26 @@
+// Reports of `memplan analyze`: the JSON report (SPEC section 4), the human
+// summary, and the Chrome trace. All are deterministic: same input, same bytes.
+#ifndef MEMPLAN_ANALYZER_REPORT_H_
+#define MEMPLAN_ANALYZER_REPORT_H_
+
+#include <string>
+
+#include "analyzer/analysis.h"
+
+namespace memplan {
+
+const char* MemplanVersion();
+
+// `top` caps the live_at_peak list (the total count is reported beside it).
+std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top);
+std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top);
+
+// Chrome trace-event JSON: an X event per step on a track per phase
+// (forward / recompute / backward / optimizer / free), a C counter of
+// predicted live bytes, M events naming the tracks. The time axis is the
+// step index (10 us per step), not wall time.
+std::string ChromeTraceJson(const Graph& g, const Program& program, const SimResult& sim);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_REPORT_H_

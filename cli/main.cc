@@ -1,0 +1,169 @@
+// memplan: a thin table of subcommands over the analyzer library.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/graph_json.h"
+#include "analyzer/report.h"
+
+namespace memplan {
+namespace {
+
+// Exit codes (SPEC section 5).
+constexpr int kExitOk = 0;
+constexpr int kExitBadInput = 2;
+
+int Error(const std::string& message) {
+  std::fprintf(stderr, "memplan: error: %s\n", message.c_str());
+  return kExitBadInput;
+}
+
+bool WriteFile(const std::string& path, const std::string& contents, std::string* err) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) out << contents;
+  if (!out) {
+    *err = "cannot write " + path;
+    return false;
+  }
+  return true;
+}
+
+bool ParseSets(const std::vector<std::string>& sets, GraphLoadOptions* options, std::string* err) {
+  for (const std::string& s : sets) {
+    size_t eq = s.find('=');
+    std::string name = s.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
+    bool ok = !name.empty() && !value.empty() && value.size() <= 18 &&
+              value.find_first_not_of("0123456789") == std::string::npos;
+    if (!ok) {
+      *err = "--set " + s + ": expected NAME=VALUE with VALUE a non-negative integer";
+      return false;
+    }
+    options->symbol_overrides.emplace_back(name, std::stoll(value));
+  }
+  return true;
+}
+
+void PrintWarnings(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) std::fprintf(stderr, "memplan: warning: %s\n", w.c_str());
+}
+
+struct CommonFlags {
+  std::string graph;
+  std::vector<std::string> sets;
+};
+
+void AddCommon(CLI::App* cmd, CommonFlags* flags) {
+  cmd->add_option("GRAPH", flags->graph, "memplan.graph/1 file (forward-only or joint)")
+      ->required();
+  cmd->add_option("--set", flags->sets, "override a shape symbol, e.g. --set batch=64")
+      ->type_name("NAME=VALUE");
+}
+
+struct AnalyzeFlags {
+  CommonFlags common;
+  std::string accumulation = "inplace";
+  std::string json, trace;
+  int top = 10;
+  bool quiet = false;
+};
+
+int RunAnalyze(const AnalyzeFlags& f) {
+  GraphLoadOptions options;
+  std::string err;
+  if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
+  AccumulationMode mode;
+  if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
+  JointGraph jg;
+  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  PrintWarnings(jg.warnings);
+  Analysis a;
+  if (!AnalyzeBaseline(jg.graph, mode, &a, &err)) return Error(f.common.graph + ": " + err);
+  if (!f.json.empty() && !WriteFile(f.json, AnalyzeReportJson(jg, a, f.top), &err))
+    return Error(err);
+  if (!f.trace.empty() && !WriteFile(f.trace, ChromeTraceJson(jg.graph, a.program, a.sim), &err))
+    return Error(err);
+  if (!f.quiet) std::fputs(AnalyzeSummary(jg, a, f.top).c_str(), stdout);
+  return kExitOk;
+}
+
+struct LowerFlags {
+  CommonFlags common;
+  std::string out;
+};
+
+int RunLower(const LowerFlags& f) {
+  GraphLoadOptions options;
+  std::string err;
+  if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
+  JointGraph jg;
+  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  PrintWarnings(jg.warnings);
+  if (!WriteFile(f.out, GraphToJson(jg.graph), &err)) return Error(err);
+  size_t backward = 0;
+  for (const Op& op : jg.graph.ops) backward += op.phase == Phase::kBackward;
+  if (jg.lowered)
+    std::printf("lowered %s: %zu forward ops -> %zu ops (%zu backward); wrote %s\n",
+                f.common.graph.c_str(), jg.input_ops, jg.graph.ops.size(), backward,
+                f.out.c_str());
+  else
+    std::printf("%s is already joint (%zu ops, %zu backward); wrote it unchanged to %s\n",
+                f.common.graph.c_str(), jg.graph.ops.size(), backward, f.out.c_str());
+  return kExitOk;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"memplan: predict, plan and prove the memory of backward passes"};
+  app.set_version_flag("--version", std::string("memplan ") + MemplanVersion());
+  app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 ok, 1 a check failed, 2 bad usage or input, 3 no plan fits, 4 backend "
+      "unavailable.");
+
+  AnalyzeFlags analyze;
+  CLI::App* a = app.add_subcommand("analyze", "peak memory of the training step and what is "
+                                              "alive at the peak");
+  AddCommon(a, &analyze.common);
+  a->add_option("--accumulation", analyze.accumulation,
+                "gradient accumulation: inplace (PyTorch), out_of_place, deferred (Zygote)")
+      ->check(CLI::IsMember({"inplace", "out_of_place", "deferred"}))
+      ->capture_default_str();
+  a->add_option("--json", analyze.json, "write the memplan.report/1 JSON report");
+  a->add_option("--trace", analyze.trace, "write a Chrome trace (Perfetto, chrome://tracing)");
+  a->add_option("--top", analyze.top, "how many live buffers to list")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  a->add_flag("-q,--quiet", analyze.quiet, "no summary on stdout");
+  a->footer(
+      "Examples:\n"
+      "  memplan analyze examples/mlp.graph.json\n"
+      "  memplan analyze examples/densenet_toy.graph.json --accumulation deferred\n"
+      "  memplan analyze examples/gpt_tiny.graph.json --set batch=16 --json r.json --trace t.json");
+  int rc = kExitOk;
+  a->callback([&] { rc = RunAnalyze(analyze); });
+
+  LowerFlags lower;
+  CLI::App* l = app.add_subcommand("lower", "derive the backward of a forward-only graph");
+  AddCommon(l, &lower.common);
+  l->add_option("-o,--output", lower.out, "where to write the joint memplan.graph/1")->required();
+  l->footer("Example:\n  memplan lower examples/mlp.graph.json -o mlp.joint.graph.json");
+  l->callback([&] { rc = RunLower(lower); });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitBadInput;
+  }
+  return rc;
+}
+
+}  // namespace
+}  // namespace memplan
+
+int main(int argc, char** argv) { return memplan::Main(argc, argv); }
