@@ -17,8 +17,8 @@ namespace memplan {
 struct JointGraph {
   std::string file;
   Graph graph;
-  bool lowered = false;      // the input was forward-only
-  size_t input_ops = 0;      // counts in the file as given
+  bool lowered = false;  // the input was forward-only
+  size_t input_ops = 0;  // counts in the file as given
   size_t input_tensors = 0;
   std::vector<std::string> warnings;
 };

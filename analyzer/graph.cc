@@ -13,14 +13,14 @@ struct DTypeInfo {
   bool floating;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {"float64", 8, true}, {"float32", 4, true},       {"float16", 2, true},
-    {"bfloat16", 2, true}, {"float8_e4m3fn", 1, true}, {"float8_e5m2", 1, true},
-    {"int64", 8, false},  {"int32", 4, false},        {"int16", 2, false},
-    {"int8", 1, false},   {"uint8", 1, false},        {"bool", 1, false},
+    {"float64", 8, true},   {"float32", 4, true},       {"float16", 2, true},
+    {"bfloat16", 2, true},  {"float8_e4m3fn", 1, true}, {"float8_e5m2", 1, true},
+    {"int64", 8, false},    {"int32", 4, false},        {"int16", 2, false},
+    {"int8", 1, false},     {"uint8", 1, false},        {"bool", 1, false},
     {"complex64", 8, true},
 };
 
-constexpr const char* kKindNames[] = {"input",    "parameter", "buffer",   "activation",
+constexpr const char* kKindNames[] = {"input",    "parameter",       "buffer",   "activation",
                                       "gradient", "optimizer_state", "temporary"};
 constexpr const char* kPhaseNames[] = {"forward", "backward", "optimizer"};
 
@@ -117,6 +117,32 @@ bool Graph::Finalize(std::string* err) {
     *err = fmt::format("graph has {} tensors and {} ops; the limit is {} of each", tensors.size(),
                        ops.size(), kMaxCount - 1);
     return false;
+  }
+  const int nt = static_cast<int>(tensors.size());
+  auto bad_index = [&](int t, bool allow_none) {
+    return allow_none ? (t < -1 || t >= nt) : (t < 0 || t >= nt);
+  };
+  for (const Tensor& t : tensors) {
+    if (bad_index(t.alias_of, true) || bad_index(t.grad_of, true)) {
+      *err = fmt::format("tensor '{}' refers to a tensor index out of range", t.id);
+      return false;
+    }
+  }
+  for (const Op& op : ops) {
+    for (const auto* list : {&op.inputs, &op.outputs, &op.saves}) {
+      for (int t : *list) {
+        if (bad_index(t, false)) {
+          *err = fmt::format("op '{}' refers to a tensor index out of range", op.id);
+          return false;
+        }
+      }
+    }
+  }
+  for (int t : outputs) {
+    if (bad_index(t, false)) {
+      *err = "graph output index out of range";
+      return false;
+    }
   }
   tensor_index.clear();
   op_index.clear();

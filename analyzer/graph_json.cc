@@ -84,8 +84,7 @@ class Reader {
     *out = it->get<std::string>();
     return true;
   }
-  bool OptNonNegativeNumber(const json& obj, const std::string& ptr, const char* key,
-                            double* out) {
+  bool OptNonNegativeNumber(const json& obj, const std::string& ptr, const char* key, double* out) {
     auto it = obj.find(key);
     if (it == obj.end()) return true;
     if (!it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>()))
@@ -122,8 +121,7 @@ struct PendingRef {
 
 class GraphParser {
  public:
-  GraphParser(const std::string& file, const GraphLoadOptions& options, Graph* g,
-              std::string* err)
+  GraphParser(const std::string& file, const GraphLoadOptions& options, Graph* g, std::string* err)
       : r_(file, err), file_(file), options_(options), g_(g), err_(err) {}
 
   bool Parse(const json& doc) {
@@ -206,10 +204,10 @@ class GraphParser {
         if (!found) {
           std::string names;
           for (const auto& [n, v] : g_->symbols) names += (names.empty() ? "" : ", ") + n;
-          return r_.Fail(dptr, fmt::format("unknown symbol {}; expected one of the names in "
-                                           "/symbols ({})",
-                                           Quote(dim.symbol),
-                                           names.empty() ? "none declared" : names));
+          return r_.Fail(dptr,
+                         fmt::format("unknown symbol {}; expected one of the names in "
+                                     "/symbols ({})",
+                                     Quote(dim.symbol), names.empty() ? "none declared" : names));
         }
         used_symbols_.insert(dim.symbol);
       } else {
@@ -243,8 +241,8 @@ class GraphParser {
       if (d == t.end()) return r_.Missing(ptr + "/dtype", "a dtype name");
       if (!d->is_string()) return r_.WrongType(ptr + "/dtype", *d, "a dtype name");
       if (!ParseDType(d->get<std::string>(), &tensor.dtype))
-        return r_.Fail(ptr + "/dtype", fmt::format("unknown dtype {}; expected one of {}",
-                                                   Found(*d), DTypeList()));
+        return r_.Fail(ptr + "/dtype",
+                       fmt::format("unknown dtype {}; expected one of {}", Found(*d), DTypeList()));
       auto k = t.find("kind");
       bool kind_given = k != t.end();
       if (kind_given) {
@@ -268,8 +266,9 @@ class GraphParser {
       int64_t n = 1;
       for (const Dim& dim : tensor.shape) {
         if (!CheckedMul(n, dim.value, &n))
-          return r_.Fail(ptr + "/shape", "element count overflows 64-bit arithmetic; expected a "
-                                         "tensor under 2^63 bytes");
+          return r_.Fail(ptr + "/shape",
+                         "element count overflows 64-bit arithmetic; expected a "
+                         "tensor under 2^63 bytes");
       }
       int64_t bytes;
       if (!CheckedMul(n, DTypeSize(tensor.dtype), &bytes))
@@ -372,9 +371,7 @@ class GraphParser {
     return true;
   }
 
-  bool ParseOutputs(const json& doc) {
-    return TensorList(doc, "", "outputs", false, &g_->outputs);
-  }
+  bool ParseOutputs(const json& doc) { return TensorList(doc, "", "outputs", false, &g_->outputs); }
 
   // Kinds default from producers; then alias_of and grad_of are resolved.
   bool ResolveTensorRefs() {
@@ -386,8 +383,8 @@ class GraphParser {
     for (size_t t = 0; t < tensors.size(); ++t) {
       if (kind_given_[t]) continue;
       bool backward = producer[t] >= 0 && g_->ops[producer[t]].phase != Phase::kForward;
-      tensors[t].kind = (backward || !grad_refs_[t].id.empty()) ? TensorKind::kGradient
-                                                                  : TensorKind::kActivation;
+      tensors[t].kind =
+          (backward || !grad_refs_[t].id.empty()) ? TensorKind::kGradient : TensorKind::kActivation;
     }
     for (size_t t = 0; t < tensors.size(); ++t) {
       const PendingRef& a = alias_refs_[t];
@@ -445,15 +442,15 @@ class GraphParser {
                                                "tensor's id",
                                                Quote(gr.id)));
       if (tensors[t].kind != TensorKind::kGradient)
-        return r_.Fail(gr.pointer, fmt::format("tensor {} has kind {}; expected kind gradient on "
-                                               "a tensor with grad_of",
-                                               Quote(tensors[t].id),
-                                               TensorKindName(tensors[t].kind)));
+        return r_.Fail(gr.pointer,
+                       fmt::format("tensor {} has kind {}; expected kind gradient on "
+                                   "a tensor with grad_of",
+                                   Quote(tensors[t].id), TensorKindName(tensors[t].kind)));
       if (gradient[of] >= 0)
-        return r_.Fail(gr.pointer, fmt::format("{} already has gradient {} (/tensors/{}); "
-                                               "expected one gradient per tensor",
-                                               Quote(gr.id), Quote(tensors[gradient[of]].id),
-                                               gradient[of]));
+        return r_.Fail(gr.pointer,
+                       fmt::format("{} already has gradient {} (/tensors/{}); "
+                                   "expected one gradient per tensor",
+                                   Quote(gr.id), Quote(tensors[gradient[of]].id), gradient[of]));
       int64_t n_grad = Numel(tensors[t]), n_of = Numel(tensors[of]);
       if (n_grad != n_of)
         return r_.Fail(gr.pointer, fmt::format("gradient {} has {} elements but {} has {}; "
@@ -480,10 +477,10 @@ class GraphParser {
         int t = g_->ops[o].outputs[j];
         std::string ptr = fmt::format("/ops/{}/outputs/{}", o, j);
         if (producer[t] >= 0)
-          return r_.Fail(ptr, fmt::format("tensor {} already produced by {} (/ops/{}); expected "
-                                          "one producer per tensor",
-                                          Quote(tensors[t].id), Quote(g_->ops[producer[t]].id),
-                                          producer[t]));
+          return r_.Fail(
+              ptr, fmt::format("tensor {} already produced by {} (/ops/{}); expected "
+                               "one producer per tensor",
+                               Quote(tensors[t].id), Quote(g_->ops[producer[t]].id), producer[t]));
         if (IsResident(tensors[t].kind))
           return r_.Fail(ptr, fmt::format("tensor {} has kind {}, which is resident; expected a "
                                           "tensor that an op produces",
@@ -501,11 +498,11 @@ class GraphParser {
                                         "an output of an earlier op or a tensor of kind input, "
                                         "parameter, buffer or optimizer_state",
                                         Quote(tensors[t].id), TensorKindName(tensors[t].kind)));
-      return r_.Fail(ptr, fmt::format("tensor {} is used before it is defined; its producer {} "
-                                      "is /ops/{} (ops must be listed in execution order, without "
-                                      "cycles)",
-                                      Quote(tensors[t].id), Quote(g_->ops[producer[t]].id),
-                                      producer[t]));
+      return r_.Fail(
+          ptr, fmt::format("tensor {} is used before it is defined; its producer {} "
+                           "is /ops/{} (ops must be listed in execution order, without "
+                           "cycles)",
+                           Quote(tensors[t].id), Quote(g_->ops[producer[t]].id), producer[t]));
     };
     for (size_t o = 0; o < g_->ops.size(); ++o) {
       const Op& op = g_->ops[o];
@@ -519,11 +516,11 @@ class GraphParser {
         int t = op.outputs[j];
         int base = tensors[t].alias_of;
         if (base >= 0 && !available(base, o, true))
-          return r_.Fail(fmt::format("/ops/{}/outputs/{}", o, j),
-                         fmt::format("view {} of {} is produced before {} is defined; expected "
-                                     "its base to be defined first",
-                                     Quote(tensors[t].id), Quote(tensors[base].id),
-                                     Quote(tensors[base].id)));
+          return r_.Fail(
+              fmt::format("/ops/{}/outputs/{}", o, j),
+              fmt::format("view {} of {} is produced before {} is defined; expected "
+                          "its base to be defined first",
+                          Quote(tensors[t].id), Quote(tensors[base].id), Quote(tensors[base].id)));
       }
     }
     return true;

@@ -141,10 +141,10 @@ class Lowering {
     return c;
   }
 
-  // After contribution number a >= 1 of t arrived: one binary accumulate op.
-  void EmitAccumulate(int t, int contribution, const std::string& scope) {
+  // After contribution number a of t arrived: for a >= 1, one binary
+  // accumulate op adding it to the sum of the earlier ones.
+  void EmitAccumulate(int t, int contribution, int a, const std::string& scope) {
     const Tensor& src = fwd_.tensors[t];
-    int a = arrived_[t] - 1;
     int k = count_[t];
     if (a == 0) {
       partial_[t] = contribution;
@@ -179,11 +179,12 @@ class Lowering {
       seed.type = "ones_like";
       seed.phase = Phase::kBackward;
       seed.inputs = {out};
+      int a = arrived_[out];
       int c = NewContribution(out, -1);
       seed.outputs = {c};
       seed.flops = static_cast<double>(src.numel);
       g_->ops.push_back(std::move(seed));
-      EmitAccumulate(out, c, "");
+      EmitAccumulate(out, c, a, "");
       ++seeds_;
     }
   }
@@ -216,24 +217,29 @@ class Lowering {
       }
       if (!rule.known) unknown_[CanonicalOpType(f.type)].push_back(f.id);
       int out_grad = f.outputs.empty() ? -1 : final_grad_[f.outputs[0]];
-      std::vector<std::pair<int, int>> produced;  // (forward tensor, contribution)
+      struct Produced {
+        int tensor, contribution, arrival;
+      };
+      std::vector<Produced> produced;
       for (size_t i = 0; i < f.inputs.size(); ++i) {
         if (!GetsGrad(f, o, i)) continue;
         bool view = rule.input_grad[i] == GradFlow::kView && out_grad >= 0;
+        int a = arrived_[f.inputs[i]];
         int c = NewContribution(f.inputs[i], view ? out_grad : -1);
         bw.outputs.push_back(c);
-        produced.emplace_back(f.inputs[i], c);
+        produced.push_back({f.inputs[i], c, a});
       }
       g_->ops.push_back(std::move(bw));
-      for (auto [t, c] : produced) EmitAccumulate(t, c, f.scope);
+      for (const Produced& p : produced)
+        EmitAccumulate(p.tensor, p.contribution, p.arrival, f.scope);
     }
   }
 
   void Warn(std::vector<std::string>* warnings) const {
     for (const auto& [type, ops] : unknown_) {
-      std::string more =
-          ops.size() > 1 ? fmt::format(" and {} more op{}", ops.size() - 1, ops.size() > 2 ? "s" : "")
-                         : "";
+      std::string more = ops.size() > 1 ? fmt::format(" and {} more op{}", ops.size() - 1,
+                                                      ops.size() > 2 ? "s" : "")
+                                        : "";
       warnings->push_back(fmt::format(
           "op \"{}\"{} of unknown type \"{}\": lowered conservatively (its backward saves every "
           "input and costs 2x its forward)",

@@ -25,14 +25,14 @@ enum class Family {
   kMaxPool,
   kCat,
   kSplit,
-  kView,       // reshape view transpose permute: gradient is a view
-  kReduceTo,   // expand slice: gradient is a new input-sized buffer
-  kSdpa,       // scaled_dot_product_attention(q, k, v, [mask])
+  kView,      // reshape view transpose permute: gradient is a view
+  kReduceTo,  // expand slice: gradient is a new input-sized buffer
+  kSdpa,      // scaled_dot_product_attention(q, k, v, [mask])
   kCrossEntropy,
   kMseLoss,
   kSum,
   kMean,
-  kNoGrad,     // ones_like, zeros_like, detach, ...
+  kNoGrad,  // ones_like, zeros_like, detach, ...
 };
 
 const std::map<std::string, Family, std::less<>>& Families() {
@@ -179,9 +179,10 @@ BackwardRule RuleFor(const Graph& g, const Op& op, const std::vector<bool>& requ
       for (size_t i = 0; i < std::min<size_t>(n, 2); ++i)
         r.saved_inputs.push_back(static_cast<int>(i));
       if (n >= 1) {
-        DType stat = g.tensors[op.inputs[0]].dtype == DType::kFloat64 ? DType::kFloat64
-                                                                      : DType::kFloat32;
-        if (FamilyOf(op) == Family::kLayerNorm) r.extras.push_back({"mean", DropLast(shape(0)), stat});
+        DType stat =
+            g.tensors[op.inputs[0]].dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+        if (FamilyOf(op) == Family::kLayerNorm)
+          r.extras.push_back({"mean", DropLast(shape(0)), stat});
         r.extras.push_back({"rstd", DropLast(shape(0)), stat});
       }
       r.cost_factor = 2.0;

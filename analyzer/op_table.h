@@ -29,10 +29,10 @@ struct SavedExtra {
 };
 
 struct BackwardRule {
-  bool known = true;                // false: the conservative default was used
-  std::vector<int> saved_inputs;    // positions in op.inputs
-  std::vector<int> saved_outputs;   // positions in op.outputs
-  std::vector<SavedExtra> extras;   // new forward outputs saved for the backward
+  bool known = true;                 // false: the conservative default was used
+  std::vector<int> saved_inputs;     // positions in op.inputs
+  std::vector<int> saved_outputs;    // positions in op.outputs
+  std::vector<SavedExtra> extras;    // new forward outputs saved for the backward
   std::vector<GradFlow> input_grad;  // one per input
   double cost_factor = 2.0;          // backward cost / forward cost
 };

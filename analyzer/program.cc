@@ -5,10 +5,14 @@
 namespace memplan {
 
 bool ParseAccumulationMode(std::string_view name, AccumulationMode* out) {
-  if (name == "inplace") *out = AccumulationMode::kInplace;
-  else if (name == "out_of_place") *out = AccumulationMode::kOutOfPlace;
-  else if (name == "deferred") *out = AccumulationMode::kDeferred;
-  else return false;
+  if (name == "inplace")
+    *out = AccumulationMode::kInplace;
+  else if (name == "out_of_place")
+    *out = AccumulationMode::kOutOfPlace;
+  else if (name == "deferred")
+    *out = AccumulationMode::kDeferred;
+  else
+    return false;
   return true;
 }
 
@@ -59,7 +63,8 @@ std::vector<int> OpOrder(const Graph& g, AccumulationMode mode) {
     if (!g.ops[o].accumulate) continue;
     int reader = -1;
     for (int t : g.ops[o].outputs)
-      if (first_reader[t] >= 0 && (reader < 0 || first_reader[t] < reader)) reader = first_reader[t];
+      if (first_reader[t] >= 0 && (reader < 0 || first_reader[t] < reader))
+        reader = first_reader[t];
     if (reader < 0)
       anchor[o] = std::max(end_anchor, o + 1);
     else

@@ -23,9 +23,15 @@ const char* StepPhase(const Graph& g, const Program& p, const SimResult& sim, in
   return PhaseName(g.ops[s.op].phase);
 }
 
+// A buffer is named by the tensor holding it, or by the tensor that
+// allocated it when only views of it are alive (they are listed as held_by).
 std::string EntryName(const Graph& g, const LiveBuffer& lb) {
   if (lb.workspace_of >= 0) return g.ops[lb.workspace_of].id + ":workspace";
-  return g.tensors[lb.tensor].id;
+  return g.tensors[g.IsView(lb.tensor) ? lb.owner : lb.tensor].id;
+}
+
+std::string HeldBy(const Graph& g, const LiveBuffer& lb) {
+  return lb.tensor >= 0 && g.IsView(lb.tensor) ? g.tensors[lb.tensor].id : std::string();
 }
 
 int EntryProducer(const Graph& g, const LiveBuffer& lb) {
@@ -80,6 +86,8 @@ std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) 
                     {"kind", TensorKindName(EntryKind(g, lb))},
                     {"producer", producer >= 0 ? ojson(g.ops[producer].id) : ojson(nullptr)},
                     {"scope", producer >= 0 ? g.ops[producer].scope : std::string()}});
+    std::string held_by = HeldBy(g, lb);
+    if (!held_by.empty()) live.back()["held_by"] = held_by;
   }
   r["live_at_peak"] = live;
   r["live_at_peak_count"] = sim.live_at_peak.size();
@@ -94,13 +102,14 @@ std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
   auto line = [&](const std::string& s) { out += s + "\n"; };
   line(fmt::format("memplan analyze {}", jg.file));
   if (jg.lowered)
-    line(fmt::format("  graph     {}: {} ops, {} tensors, forward-only; lowered to {} ops, {} "
-                     "tensors",
-                     g.name.empty() ? "(unnamed)" : g.name, jg.input_ops, jg.input_tensors,
-                     g.ops.size(), g.tensors.size()));
+    line(
+        fmt::format("  graph     {}: {} ops, {} tensors, forward-only; lowered to {} ops, {} "
+                    "tensors",
+                    g.name.empty() ? "(unnamed)" : g.name, jg.input_ops, jg.input_tensors,
+                    g.ops.size(), g.tensors.size()));
   else
-    line(fmt::format("  graph     {}: {} ops, {} tensors, joint", g.name.empty() ? "(unnamed)" : g.name,
-                     g.ops.size(), g.tensors.size()));
+    line(fmt::format("  graph     {}: {} ops, {} tensors, joint",
+                     g.name.empty() ? "(unnamed)" : g.name, g.ops.size(), g.tensors.size()));
   line(fmt::format("  program   baseline, {} steps, gradient accumulation {}",
                    a.program.steps.size(), AccumulationModeName(a.accumulation)));
   if (sim.peak_step >= 0) {
@@ -127,15 +136,17 @@ std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
   }
   line("");
   size_t shown = std::min<size_t>(sim.live_at_peak.size(), static_cast<size_t>(std::max(top, 0)));
-  line(fmt::format("largest buffers alive at the peak ({} of {}):", shown,
-                   sim.live_at_peak.size()));
+  line(
+      fmt::format("largest buffers alive at the peak ({} of {}):", shown, sim.live_at_peak.size()));
   line(fmt::format("  {:>12}  {:<15} {:<28} {:<24} {}", "bytes", "kind", "tensor", "producer",
                    "scope"));
   for (size_t i = 0; i < shown; ++i) {
     const LiveBuffer& lb = sim.live_at_peak[i];
     int producer = EntryProducer(g, lb);
+    std::string held_by = HeldBy(g, lb);
+    std::string name = EntryName(g, lb) + (held_by.empty() ? "" : " (via " + held_by + ")");
     line(fmt::format("  {:>12}  {:<15} {:<28} {:<24} {}", FormatBytes(lb.bytes),
-                     TensorKindName(EntryKind(g, lb)), EntryName(g, lb),
+                     TensorKindName(EntryKind(g, lb)), name,
                      producer >= 0 ? g.ops[producer].id : "-",
                      producer >= 0 ? g.ops[producer].scope : ""));
   }

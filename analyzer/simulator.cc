@@ -70,7 +70,8 @@ class Replay {
   }
   std::string Name(int t) const { return "\"" + g_.tensors[t].id + "\""; }
   std::string WhyDead(int t) const {
-    if (consumed_at_[t] >= 0) return fmt::format(" (consumed in place at step {})", consumed_at_[t]);
+    if (consumed_at_[t] >= 0)
+      return fmt::format(" (consumed in place at step {})", consumed_at_[t]);
     if (gone_at_[t] >= 0) return fmt::format(" (freed at step {})", gone_at_[t]);
     return g_.tensors[t].producer >= 0 ? " (not produced yet)" : "";
   }
@@ -109,9 +110,10 @@ class Replay {
     if (run == 1) first_run_[step.op] = step_;
     bool recompute = run > 1;
     if (recompute && op.phase != Phase::kForward)
-      return Fail(fmt::format("{}: {} op \"{}\" already ran at step {}; expected it to run "
-                              "exactly once",
-                              Where(), PhaseName(op.phase), op.id, first_run_[step.op]));
+      return Fail(
+          fmt::format("{}: {} op \"{}\" already ran at step {}; expected it to run "
+                      "exactly once",
+                      Where(), PhaseName(op.phase), op.id, first_run_[step.op]));
     for (int t : op.inputs)
       if (!alive_[t])
         return Fail(fmt::format("{}: input {} is not alive{}", Where(), Name(t), WhyDead(t)));
@@ -123,23 +125,24 @@ class Replay {
       bool is_out = std::count(op.outputs.begin(), op.outputs.end(), out) > 0;
       bool is_in = std::count(op.inputs.begin(), op.inputs.end(), in) > 0;
       if (!is_out || !is_in)
-        return Fail(fmt::format("{}: in-place {} <- {}: expected an output and an input of the "
-                                "op",
-                                Where(), Name(out), Name(in)));
+        return Fail(
+            fmt::format("{}: in-place {} <- {}: expected an output and an input of the "
+                        "op",
+                        Where(), Name(out), Name(in)));
       if (g_.IsView(out) || g_.IsView(in))
         return Fail(fmt::format("{}: in-place {} <- {}: views cannot take over or give a buffer",
                                 Where(), Name(out), Name(in)));
       if (g_.tensors[out].bytes != g_.tensors[in].bytes)
         return Fail(fmt::format("{}: in-place {} <- {}: sizes differ ({} vs {} bytes)", Where(),
-                                Name(out), Name(in), g_.tensors[out].bytes,
-                                g_.tensors[in].bytes));
+                                Name(out), Name(in), g_.tensors[out].bytes, g_.tensors[in].bytes));
       if (kept_[in])
         return Fail(fmt::format("{}: in-place {} <- {}: {} must stay alive to the end", Where(),
                                 Name(out), Name(in), Name(in)));
       if (buffers_[buffer_of_[in]].refs != 1)
-        return Fail(fmt::format("{}: in-place {} <- {}: the buffer of {} is shared with a live "
-                                "view",
-                                Where(), Name(out), Name(in), Name(in)));
+        return Fail(
+            fmt::format("{}: in-place {} <- {}: the buffer of {} is shared with a live "
+                        "view",
+                        Where(), Name(out), Name(in), Name(in)));
       if (!inplace_outs.insert(out).second || std::count(taken_by.begin(), taken_by.end(), in))
         return Fail(fmt::format("{}: in-place {} <- {}: each output and input may appear once",
                                 Where(), Name(out), Name(in)));
@@ -212,9 +215,10 @@ class Replay {
       if (t < 0 || t >= static_cast<int>(g_.tensors.size()))
         return Fail(fmt::format("{}: no tensor with index {}", Where(), t));
       if (g_.IsResidentTensor(t))
-        return Fail(fmt::format("{}: {} is {} and stays alive to the end; expected a "
-                                "non-resident tensor",
-                                Where(), Name(t), TensorKindName(g_.tensors[t].kind)));
+        return Fail(
+            fmt::format("{}: {} is {} and stays alive to the end; expected a "
+                        "non-resident tensor",
+                        Where(), Name(t), TensorKindName(g_.tensors[t].kind)));
       if (!alive_[t])
         return Fail(fmt::format("{}: {} is not alive{}", Where(), Name(t), WhyDead(t)));
       Release(t);
@@ -227,9 +231,10 @@ class Replay {
   bool CheckEnd() {
     for (size_t o = 0; o < g_.ops.size(); ++o)
       if (g_.ops[o].phase == Phase::kBackward && runs_[o] == 0)
-        return Fail(fmt::format("backward op \"{}\" never runs; expected every backward op to run "
-                                "exactly once",
-                                g_.ops[o].id));
+        return Fail(
+            fmt::format("backward op \"{}\" never runs; expected every backward op to run "
+                        "exactly once",
+                        g_.ops[o].id));
     for (int t : g_.outputs)
       if (!alive_[t])
         return Fail(fmt::format("graph output {} is not alive at the end{}", Name(t), WhyDead(t)));
@@ -252,7 +257,8 @@ class Replay {
     }
     auto& out = r_->live_at_peak;
     for (size_t b = 0; b < buffers_.size(); ++b)
-      if (buffers_[b].refs > 0) out.push_back({holder[b], buffers_[b].owner, -1, buffers_[b].bytes});
+      if (buffers_[b].refs > 0)
+        out.push_back({holder[b], buffers_[b].owner, -1, buffers_[b].bytes});
     if (op != nullptr) {
       for (int t : op->outputs)
         if (!g_.IsView(t) && !inplace_outs.count(t)) out.push_back({t, t, -1, g_.tensors[t].bytes});

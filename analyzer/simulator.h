@@ -51,9 +51,9 @@ struct SimResult {
   int peak_step = -1;  // -1: the resident set before the first step
   int64_t start_bytes = 0;
   int64_t end_bytes = 0;
-  std::vector<int64_t> live_during;  // per step: live bytes while it runs
-  std::vector<int64_t> live_after;   // per step: live bytes when it is done
-  std::vector<bool> recompute;       // per step: a run step that re-runs an op
+  std::vector<int64_t> live_during;      // per step: live bytes while it runs
+  std::vector<int64_t> live_after;       // per step: live bytes when it is done
+  std::vector<bool> recompute;           // per step: a run step that re-runs an op
   std::vector<LiveBuffer> live_at_peak;  // largest first, then by tensor index
   std::array<int64_t, kNumTensorKinds> peak_by_kind{};
   std::vector<BufferInterval> intervals;  // in allocation order

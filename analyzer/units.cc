@@ -10,9 +10,10 @@ namespace memplan {
 
 bool ParseSize(std::string_view text, int64_t* bytes, std::string* err) {
   auto fail = [&] {
-    *err = fmt::format("invalid size \"{}\"; expected a number of bytes with an optional unit "
-                       "(B KB MB GB TB KiB MiB GiB TiB), e.g. 24GiB",
-                       text);
+    *err = fmt::format(
+        "invalid size \"{}\"; expected a number of bytes with an optional unit "
+        "(B KB MB GB TB KiB MiB GiB TiB), e.g. 24GiB",
+        text);
     return false;
   };
   size_t i = 0;
@@ -27,9 +28,16 @@ bool ParseSize(std::string_view text, int64_t* bytes, std::string* err) {
     double scale;
   };
   static constexpr Unit kUnits[] = {
-      {"", 1},          {"B", 1},         {"KB", 1e3},          {"MB", 1e6},
-      {"GB", 1e9},      {"TB", 1e12},     {"KiB", 1024.0},      {"MiB", 1048576.0},
-      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+      {"", 1},
+      {"B", 1},
+      {"KB", 1e3},
+      {"MB", 1e6},
+      {"GB", 1e9},
+      {"TB", 1e12},
+      {"KiB", 1024.0},
+      {"MiB", 1048576.0},
+      {"GiB", 1073741824.0},
+      {"TiB", 1099511627776.0},
   };
   const Unit* found = nullptr;
   for (const Unit& u : kUnits)

@@ -109,8 +109,7 @@ int RunLower(const LowerFlags& f) {
   for (const Op& op : jg.graph.ops) backward += op.phase == Phase::kBackward;
   if (jg.lowered)
     std::printf("lowered %s: %zu forward ops -> %zu ops (%zu backward); wrote %s\n",
-                f.common.graph.c_str(), jg.input_ops, jg.graph.ops.size(), backward,
-                f.out.c_str());
+                f.common.graph.c_str(), jg.input_ops, jg.graph.ops.size(), backward, f.out.c_str());
   else
     std::printf("%s is already joint (%zu ops, %zu backward); wrote it unchanged to %s\n",
                 f.common.graph.c_str(), jg.graph.ops.size(), backward, f.out.c_str());
@@ -126,8 +125,9 @@ int Main(int argc, char** argv) {
       "unavailable.");
 
   AnalyzeFlags analyze;
-  CLI::App* a = app.add_subcommand("analyze", "peak memory of the training step and what is "
-                                              "alive at the peak");
+  CLI::App* a = app.add_subcommand("analyze",
+                                   "peak memory of the training step and what is "
+                                   "alive at the peak");
   AddCommon(a, &analyze.common);
   a->add_option("--accumulation", analyze.accumulation,
                 "gradient accumulation: inplace (PyTorch), out_of_place, deferred (Zygote)")

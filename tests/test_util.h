@@ -1,0 +1,81 @@
+// Helpers shared by the analyzer tests.
+#ifndef MEMPLAN_TESTS_TEST_UTIL_H_
+#define MEMPLAN_TESTS_TEST_UTIL_H_
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/graph_json.h"
+#include "analyzer/lower.h"
+
+namespace memplan::testing {
+
+inline Graph MustParse(const std::string& text) {
+  Graph g;
+  std::string err;
+  bool ok = ParseGraph(text, "test.json", GraphLoadOptions(), &g, &err);
+  INFO(err);
+  REQUIRE(ok);
+  return g;
+}
+
+inline Graph MustLower(const std::string& text, std::vector<std::string>* warnings = nullptr) {
+  Graph fwd = MustParse(text);
+  Graph joint;
+  std::vector<std::string> w;
+  std::string err;
+  bool ok = LowerToJoint(fwd, &joint, &w, &err);
+  INFO(err);
+  REQUIRE(ok);
+  if (warnings) *warnings = w;
+  return joint;
+}
+
+inline const Op& OpNamed(const Graph& g, const std::string& id) {
+  int o = g.FindOp(id);
+  INFO("no op " << id);
+  REQUIRE(o >= 0);
+  return g.ops[o];
+}
+
+inline const Tensor& TensorNamed(const Graph& g, const std::string& id) {
+  int t = g.FindTensor(id);
+  INFO("no tensor " << id);
+  REQUIRE(t >= 0);
+  return g.tensors[t];
+}
+
+inline std::vector<std::string> Names(const Graph& g, const std::vector<int>& tensors) {
+  std::vector<std::string> out;
+  for (int t : tensors) out.push_back(g.tensors[t].id);
+  return out;
+}
+
+inline std::string AliasOf(const Graph& g, const std::string& id) {
+  const Tensor& t = TensorNamed(g, id);
+  return t.alias_of >= 0 ? g.tensors[t.alias_of].id : "";
+}
+
+inline SimResult MustSimulate(const Graph& g, const Program& p) {
+  SimResult r;
+  std::string err;
+  bool ok = Simulate(g, p, SimOptions(), &r, &err);
+  INFO(err);
+  REQUIRE(ok);
+  return r;
+}
+
+inline SimResult Baseline(const Graph& joint, AccumulationMode mode) {
+  return MustSimulate(joint, BuildBaselineProgram(joint, mode));
+}
+
+inline std::string ExamplePath(const std::string& name) {
+  return std::string(MEMPLAN_SOURCE_DIR) + "/examples/" + name;
+}
+
+}  // namespace memplan::testing
+
+#endif  // MEMPLAN_TESTS_TEST_UTIL_H_
