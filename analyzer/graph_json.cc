@@ -50,6 +50,20 @@ std::string Found(const json& j) {
 
 std::string Quote(const std::string& s) { return json(s).dump(); }
 
+// An object key as a JSON pointer token (RFC 6901).
+std::string PointerToken(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
 // Collects the first error; every check returns false once one is recorded.
 class Reader {
  public:
@@ -158,7 +172,8 @@ class GraphParser {
       if (!it->is_object()) return r_.WrongType("/symbols", *it, "an object");
       for (auto s = it->begin(); s != it->end(); ++s) {
         if (!IsNonNegativeInteger(s.value()))
-          return r_.WrongType("/symbols/" + s.key(), s.value(), "a non-negative integer");
+          return r_.WrongType("/symbols/" + PointerToken(s.key()), s.value(),
+                              "a non-negative integer");
         g_->symbols.emplace_back(s.key(), s.value().get<int64_t>());
       }
     }
@@ -645,8 +660,10 @@ std::string GraphToJson(const Graph& g) {
     jt["kind"] = TensorKindName(t.kind);
     if (t.alias_of >= 0) jt["alias_of"] = g.tensors[t.alias_of].id;
     if (t.grad_of >= 0) jt["grad_of"] = g.tensors[t.grad_of].id;
-    if (!t.extra.empty())
-      for (auto& [k, v] : ojson::parse(t.extra).items()) jt[k] = v;
+    if (!t.extra.empty()) {
+      const ojson extra = ojson::parse(t.extra);
+      for (const auto& [k, v] : extra.items()) jt[k] = v;
+    }
     tensors.push_back(std::move(jt));
   }
   doc["tensors"] = std::move(tensors);
@@ -671,8 +688,10 @@ std::string GraphToJson(const Graph& g) {
     }
     if (op.accumulate) jo["accumulate"] = true;
     if (!op.scope.empty()) jo["scope"] = op.scope;
-    if (!op.extra.empty())
-      for (auto& [k, v] : ojson::parse(op.extra).items()) jo[k] = v;
+    if (!op.extra.empty()) {
+      const ojson extra = ojson::parse(op.extra);
+      for (const auto& [k, v] : extra.items()) jo[k] = v;
+    }
     ops.push_back(std::move(jo));
   }
   doc["ops"] = std::move(ops);

@@ -69,9 +69,10 @@ bool ParseSize(std::string_view text, int64_t* bytes, std::string* err) {
 std::string FormatBytes(int64_t bytes) {
   static constexpr const char* kNames[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < 1024 && bytes > -1024) return fmt::format("{} B", bytes);
-  double v = static_cast<double>(bytes);
-  int u = -1;
-  while ((v >= 1024 || v <= -1024) && u < 5) {
+  double v = static_cast<double>(bytes) / 1024;
+  int u = 0;
+  // Move up a unit whenever two decimals would print 1024.00.
+  while (std::abs(v) >= 1023.995 && u < 5) {
     v /= 1024;
     ++u;
   }

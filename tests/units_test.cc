@@ -120,9 +120,9 @@ TEST_CASE("units: FormatBytes") {
   CHECK(FormatBytes(INT64_MAX) == "8.00 EiB");
 }
 
-// BUG (reported): values just under a unit boundary round up to "1024.00"
-// of the smaller unit instead of "1.00" of the next one.
-TEST_CASE("units: BUG FormatBytes never prints 1024.00 of a unit") {
+// Values just under a unit boundary print as "1.00" of the next unit,
+// never "1024.00" of the smaller one.
+TEST_CASE("units: FormatBytes never prints 1024.00 of a unit") {
   CHECK(FormatBytes(kMiB - 1) == "1.00 MiB");
   CHECK(FormatBytes(kGiB - 1) == "1.00 GiB");
 }
