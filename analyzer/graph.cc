@@ -177,6 +177,20 @@ bool Graph::Finalize(std::string* err) {
       return false;
     }
   }
+  for (const Op& op : ops) {
+    if (op.workspace_bytes < 0 || !CheckedAdd(total, op.workspace_bytes, &total)) {
+      *err = fmt::format("op '{}': workspace bytes overflow 64-bit arithmetic", op.id);
+      return false;
+    }
+  }
+  // Live bytes never exceed twice the total (a recomputed op's fresh copies),
+  // so this bound keeps every sum the simulator makes exact.
+  if (total > kMaxGraphBytes) {
+    *err = fmt::format("the tensors and workspaces of this graph add up to {} bytes; memplan "
+                       "handles at most 2^61 bytes (2 EiB)",
+                       total);
+    return false;
+  }
 
   // Bases of views: follow alias_of with a three-colour walk (no recursion).
   std::vector<int> state(tensors.size(), 0);  // 0 new, 1 on path, 2 done

@@ -4,8 +4,9 @@
 //  - every op input is resident or produced by an earlier op (file order is a
 //    valid execution order); every tensor has at most one producer;
 //  - alias_of chains end at a non-view tensor (base), with no cycle;
-//  - bytes = numel * dtype size, computed without overflow, and the sum of all
-//    tensors' bytes fits in int64, so any live-bytes sum does too.
+//  - bytes = numel * dtype size, computed without overflow, and all tensors'
+//    and workspaces' bytes add up to at most kMaxGraphBytes (2^61), so any
+//    live-bytes sum, fresh copies of recomputed outputs included, is exact.
 #ifndef MEMPLAN_ANALYZER_GRAPH_H_
 #define MEMPLAN_ANALYZER_GRAPH_H_
 
@@ -124,6 +125,9 @@ struct Graph {
   bool IsParameterGradient(int t) const;
   int64_t ResidentBytes() const;
 };
+
+// The most bytes all tensors and workspaces of one graph may add up to.
+constexpr int64_t kMaxGraphBytes = int64_t{1} << 61;
 
 // "aten.convolution.default" / "aten::convolution" -> "convolution".
 std::string CanonicalOpType(std::string_view type);
