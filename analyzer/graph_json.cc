@@ -292,7 +292,9 @@ class GraphParser {
                                                    "2^63 bytes",
                                                    n, DTypeName(tensor.dtype)));
       if (!CheckedAdd(total_bytes_, bytes, &total_bytes_))
-        return r_.Fail(ptr, "the bytes of all tensors together overflow 64-bit arithmetic");
+        return r_.Fail(ptr,
+                       "the bytes of all tensors together overflow 64-bit arithmetic; "
+                       "expected a graph under 2^61 bytes");
       g_->tensors.push_back(std::move(tensor));
     }
     for (const auto& name : undeclared_overrides_) {
@@ -300,8 +302,10 @@ class GraphParser {
         std::string names;
         for (const auto& [n, v] : g_->symbols)
           if (!undeclared_overrides_.count(n)) names += (names.empty() ? "" : ", ") + n;
-        *err_ = fmt::format("{}: --set {}: the graph has no symbol {}; expected one of: {}", file_,
-                            name, Quote(name), names.empty() ? "(none declared)" : names);
+        *err_ = fmt::format("{}: --set {}: the graph has no symbol {}; expected {}", file_, name,
+                            Quote(name),
+                            names.empty() ? "no --set: the graph declares no symbols"
+                                          : "one of: " + names);
         return false;
       }
     }
@@ -369,7 +373,7 @@ class GraphParser {
         if (!CheckedAdd(total_bytes_, op.workspace_bytes, &total_bytes_))
           return r_.Fail(ptr + "/workspace_bytes",
                          "the bytes of all tensors and workspaces together overflow 64-bit "
-                         "arithmetic");
+                         "arithmetic; expected a graph under 2^61 bytes");
       }
       op.saves_given = o.contains("saves");
       if (!TensorList(o, ptr, "saves", false, &op.saves)) return false;
@@ -513,12 +517,24 @@ class GraphParser {
                                         "an output of an earlier op or a tensor of kind input, "
                                         "parameter, buffer or optimizer_state",
                                         Quote(tensors[t].id), TensorKindName(tensors[t].kind)));
+      if (producer[t] == static_cast<int>(o))
+        return r_.Fail(ptr, fmt::format("tensor {} is both an input and an output of this op; "
+                                        "expected an op to read only tensors defined before it",
+                                        Quote(tensors[t].id)));
       return r_.Fail(
           ptr, fmt::format("tensor {} is used before it is defined; its producer {} "
                            "is /ops/{} (ops must be listed in execution order, without "
                            "cycles)",
                            Quote(tensors[t].id), Quote(g_->ops[producer[t]].id), producer[t]));
     };
+    for (size_t j = 0; j < g_->outputs.size(); ++j) {
+      int t = g_->outputs[j];
+      if (!IsResident(tensors[t].kind) && producer[t] < 0)
+        return r_.Fail(fmt::format("/outputs/{}", j),
+                       fmt::format("tensor {} is never produced and has kind {}; expected an "
+                                   "output of an op or a resident tensor",
+                                   Quote(tensors[t].id), TensorKindName(tensors[t].kind)));
+    }
     for (size_t o = 0; o < g_->ops.size(); ++o) {
       const Op& op = g_->ops[o];
       for (size_t j = 0; j < op.inputs.size(); ++j)
@@ -607,7 +623,8 @@ bool ParseGraph(const std::string& text, const std::string& file, const GraphLoa
                 Graph* graph, std::string* err) {
   std::string depth_err;
   if (!CheckJsonDepth(text, kMaxJsonDepth, &depth_err)) {
-    *err = fmt::format("{}: {}; expected a memplan.graph/1 document", file, depth_err);
+    *err = fmt::format("{}: {}; expected at most {} levels of arrays and objects", file, depth_err,
+                       kMaxJsonDepth);
     return false;
   }
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);

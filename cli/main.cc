@@ -41,7 +41,7 @@ bool ParseSets(const std::vector<std::string>& sets, GraphLoadOptions* options, 
     bool ok = !name.empty() && !value.empty() && value.size() <= 18 &&
               value.find_first_not_of("0123456789") == std::string::npos;
     if (!ok) {
-      *err = "--set " + s + ": expected NAME=VALUE with VALUE a non-negative integer";
+      *err = "--set " + s + ": expected NAME=VALUE with VALUE an integer from 0 to 10^18";
       return false;
     }
     options->symbol_overrides.emplace_back(name, std::stoll(value));
@@ -136,7 +136,7 @@ int Main(int argc, char** argv) {
   a->add_option("--json", analyze.json, "write the memplan.report/1 JSON report");
   a->add_option("--trace", analyze.trace, "write a Chrome trace (Perfetto, chrome://tracing)");
   a->add_option("--top", analyze.top, "how many live buffers to list")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   a->add_flag("-q,--quiet", analyze.quiet, "no summary on stdout");
   a->footer(
@@ -154,11 +154,24 @@ int Main(int argc, char** argv) {
   l->footer("Example:\n  memplan lower examples/mlp.graph.json -o mlp.joint.graph.json");
   l->callback([&] { rc = RunLower(lower); });
 
+  if (argc >= 2 && argv[1][0] != '-') {
+    std::string name = argv[1];
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == name;
+    if (!known) {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({}))
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      return Error("unknown subcommand \"" + name + "\"; expected one of: " + names +
+                   " (see memplan --help)");
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitBadInput;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return Error(std::string(e.what()) + " (see memplan " +
+                 (argc >= 2 && argv[1][0] != '-' ? std::string(argv[1]) + " " : "") + "--help)");
   }
   return rc;
 }

@@ -125,6 +125,8 @@ TEST_CASE("units: FormatBytes") {
 TEST_CASE("units: FormatBytes never prints 1024.00 of a unit") {
   CHECK(FormatBytes(kMiB - 1) == "1.00 MiB");
   CHECK(FormatBytes(kGiB - 1) == "1.00 GiB");
+  CHECK(FormatBytes(kTiB - 1) == "1.00 TiB");
+  CHECK(FormatBytes(kMiB - 5 * kKiB) == "1019.00 KiB");
 }
 
 TEST_CASE("units: ParseSize and FormatBytes agree on round values") {
