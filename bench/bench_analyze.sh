@@ -168,6 +168,7 @@ for r in rows:
         "steps": rep.get("steps"),
         "lower": {
             "ok": low["rc"] == 0 and not low["killed"],
+            "killed": low["killed"],
             "wall_s": low["wall_s"],
             "max_rss_mib": low["max_rss_mib"],
             "joint_file_mb": round(r["joint_bytes"] / 1e6, 2),
@@ -225,8 +226,11 @@ for c in cases:
     lines.append("| %s | %d | %d | %s | %.1f | %s | %s | %.1f | %.2f | %s | %s | %.1f |" % (
         c["shape"], c["ops"], c["tensors"], fmt(c["joint_ops"], "d"), c["file_mb"], wall,
         fmt(a["us_per_op"], ".2f"), a["max_rss_mib"], a["rss_kib_per_op"],
-        fmt(c["peak_bytes"], "d"), fmt(l["wall_s"], ".3f") if l["ok"] else "failed",
+        fmt(c["peak_bytes"], "d"), fmt(l["wall_s"], ".3f") if l["ok"] else "killed (%s)" % l["killed"] if l["killed"] else "failed",
         l["max_rss_mib"]))
+lines.append("")
+lines.append("A killed run was stopped by the watchdog (bench/measure.py) at the RSS limit; its "
+             "RSS column is the last value seen, its time the time until then.")
 lines.append("")
 t100 = [c for c in cases if c["ops"] == 100000 and c["analyze"]["wall_s"] is not None]
 if t100:
