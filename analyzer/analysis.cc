@@ -18,7 +18,7 @@ bool LoadJointGraph(const std::string& path, const GraphLoadOptions& options, Jo
     return true;
   }
   std::string lower_err;
-  if (!LowerToJoint(input, &out->graph, &out->warnings, &lower_err)) {
+  if (!LowerToJoint(std::move(input), &out->graph, &out->warnings, &lower_err)) {
     *err = path + ": " + lower_err;
     return false;
   }

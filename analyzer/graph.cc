@@ -90,12 +90,12 @@ std::string CanonicalOpType(std::string_view type) {
 }
 
 int Graph::FindTensor(std::string_view id) const {
-  auto it = tensor_index.find(std::string(id));
+  auto it = tensor_index.find(id);
   return it == tensor_index.end() ? -1 : it->second;
 }
 
 int Graph::FindOp(std::string_view id) const {
-  auto it = op_index.find(std::string(id));
+  auto it = op_index.find(id);
   return it == op_index.end() ? -1 : it->second;
 }
 
@@ -144,20 +144,26 @@ bool Graph::Finalize(std::string* err) {
       return false;
     }
   }
-  tensor_index.clear();
-  op_index.clear();
-  tensor_index.reserve(tensors.size());
-  op_index.reserve(ops.size());
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    if (!tensor_index.emplace(tensors[t].id, static_cast<int>(t)).second) {
-      *err = fmt::format("duplicate tensor id '{}'", tensors[t].id);
-      return false;
+  // The importer and the lowering keep the indexes as they go; rebuild them
+  // only when they do not have one entry per tensor and op.
+  if (tensor_index.size() != tensors.size()) {
+    tensor_index.clear();
+    tensor_index.reserve(tensors.size());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (!tensor_index.emplace(tensors[t].id, static_cast<int>(t)).second) {
+        *err = fmt::format("duplicate tensor id '{}'", tensors[t].id);
+        return false;
+      }
     }
   }
-  for (size_t o = 0; o < ops.size(); ++o) {
-    if (!op_index.emplace(ops[o].id, static_cast<int>(o)).second) {
-      *err = fmt::format("duplicate op id '{}'", ops[o].id);
-      return false;
+  if (op_index.size() != ops.size()) {
+    op_index.clear();
+    op_index.reserve(ops.size());
+    for (size_t o = 0; o < ops.size(); ++o) {
+      if (!op_index.emplace(ops[o].id, static_cast<int>(o)).second) {
+        *err = fmt::format("duplicate op id '{}'", ops[o].id);
+        return false;
+      }
     }
   }
 

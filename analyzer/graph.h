@@ -99,6 +99,14 @@ struct Op {
   std::string extra;  // unknown keys as a serialized JSON object ("" if none)
 };
 
+// Hashes std::string and std::string_view alike, so lookups by a view do
+// not build a string.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using NameIndex = std::unordered_map<std::string, int, StringHash, std::equal_to<>>;
+
 struct Graph {
   std::string name;
   std::string source;  // the "source" object, serialized ("" if absent)
@@ -108,12 +116,14 @@ struct Graph {
   std::vector<int> outputs;
 
   // Derived by Finalize.
-  std::unordered_map<std::string, int> tensor_index;
-  std::unordered_map<std::string, int> op_index;
+  NameIndex tensor_index;
+  NameIndex op_index;
   bool joint = false;  // some op has phase backward
 
   // Computes the derived fields above. Checks only what a builder of the IR
   // could get wrong beyond the importer's checks (overflow, order, aliases).
+  // The indexes are rebuilt unless they hold one entry per tensor and op
+  // already (a builder that renames or reorders must clear them).
   bool Finalize(std::string* err);
 
   int FindTensor(std::string_view id) const;

@@ -119,6 +119,14 @@ bool IsNonNegativeInteger(const json& j) {
 }
 
 std::string ExtraKeys(const json& obj, std::initializer_list<const char*> known) {
+  auto is_known = [&](const std::string& key) {
+    for (const char* k : known)
+      if (key == k) return true;
+    return false;
+  };
+  bool any = false;
+  for (auto it = obj.begin(); it != obj.end() && !any; ++it) any = !is_known(it.key());
+  if (!any) return std::string();
   json extra = json::object();
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     bool is_known = false;
@@ -128,10 +136,6 @@ std::string ExtraKeys(const json& obj, std::initializer_list<const char*> known)
   return extra.empty() ? std::string() : extra.dump();
 }
 
-struct PendingRef {
-  std::string id;
-  std::string pointer;
-};
 
 class GraphParser {
  public:
@@ -199,10 +203,10 @@ class GraphParser {
     if (!it->is_array()) return r_.WrongType(ptr + "/shape", *it, "an array of dimensions");
     for (size_t i = 0; i < it->size(); ++i) {
       const json& d = (*it)[i];
-      std::string dptr = fmt::format("{}/shape/{}", ptr, i);
+      auto dptr = [&] { return fmt::format("{}/shape/{}", ptr, i); };
       Dim dim;
       if (d.is_number_integer() && !d.is_number_unsigned() && d.get<int64_t>() < 0) {
-        return r_.Fail(dptr, fmt::format("negative dimension {}; expected an integer >= 0 or a "
+        return r_.Fail(dptr(), fmt::format("negative dimension {}; expected an integer >= 0 or a "
                                          "symbol name",
                                          d.get<int64_t>()));
       } else if (IsNonNegativeInteger(d)) {
@@ -219,14 +223,14 @@ class GraphParser {
         if (!found) {
           std::string names;
           for (const auto& [n, v] : g_->symbols) names += (names.empty() ? "" : ", ") + n;
-          return r_.Fail(dptr,
+          return r_.Fail(dptr(),
                          fmt::format("unknown symbol {}; expected one of the names in "
                                      "/symbols ({})",
                                      Quote(dim.symbol), names.empty() ? "none declared" : names));
         }
         used_symbols_.insert(dim.symbol);
       } else {
-        return r_.WrongType(dptr, d, "an integer >= 0 or a symbol name");
+        return r_.WrongType(dptr(), d, "an integer >= 0 or a symbol name");
       }
       tensor->shape.push_back(std::move(dim));
     }
@@ -238,6 +242,7 @@ class GraphParser {
     if (it == doc.end()) return r_.Missing("/tensors", "an array of tensors");
     if (!it->is_array()) return r_.WrongType("/tensors", *it, "an array of tensors");
     g_->tensors.reserve(it->size());
+    g_->tensor_index.reserve(it->size());
     kind_given_.reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
       const json& t = (*it)[i];
@@ -268,14 +273,11 @@ class GraphParser {
                                      Found(*k)));
       }
       kind_given_.push_back(kind_given);
-      PendingRef alias, grad;
-      if (!r_.OptString(t, ptr, "alias_of", &alias.id) ||
-          !r_.OptString(t, ptr, "grad_of", &grad.id))
+      std::string alias, grad;
+      if (!r_.OptString(t, ptr, "alias_of", &alias) || !r_.OptString(t, ptr, "grad_of", &grad))
         return false;
-      alias.pointer = ptr + "/alias_of";
-      grad.pointer = ptr + "/grad_of";
-      alias_refs_.push_back(std::move(alias));
-      grad_refs_.push_back(std::move(grad));
+      alias_ids_.push_back(std::move(alias));
+      grad_ids_.push_back(std::move(grad));
       tensor.extra = ExtraKeys(t, {"id", "shape", "dtype", "kind", "alias_of", "grad_of"});
       // Bytes, checked here so the error points at the tensor.
       int64_t n = 1;
@@ -326,13 +328,14 @@ class GraphParser {
   bool TensorList(const json& obj, const std::string& ptr, const char* key, bool required,
                   std::vector<int>* out) {
     auto it = obj.find(key);
-    std::string p = ptr + "/" + key;
-    if (it == obj.end()) return required ? r_.Missing(p, "an array of tensor ids") : true;
-    if (!it->is_array()) return r_.WrongType(p, *it, "an array of tensor ids");
+    if (it == obj.end())
+      return required ? r_.Missing(ptr + "/" + key, "an array of tensor ids") : true;
+    if (!it->is_array()) return r_.WrongType(ptr + "/" + key, *it, "an array of tensor ids");
     out->reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
-      int t;
-      if (!TensorRef((*it)[i], fmt::format("{}/{}", p, i), &t)) return false;
+      const json& j = (*it)[i];
+      int t = j.is_string() ? g_->FindTensor(j.get_ref<const std::string&>()) : -1;
+      if (t < 0 && !TensorRef(j, fmt::format("{}/{}/{}", ptr, key, i), &t)) return false;
       out->push_back(t);
     }
     return true;
@@ -343,6 +346,7 @@ class GraphParser {
     if (it == doc.end()) return r_.Missing("/ops", "an array of ops");
     if (!it->is_array()) return r_.WrongType("/ops", *it, "an array of ops");
     g_->ops.reserve(it->size());
+    g_->op_index.reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
       const json& o = (*it)[i];
       std::string ptr = fmt::format("/ops/{}", i);
@@ -403,20 +407,20 @@ class GraphParser {
       if (kind_given_[t]) continue;
       bool backward = producer[t] >= 0 && g_->ops[producer[t]].phase != Phase::kForward;
       tensors[t].kind =
-          (backward || !grad_refs_[t].id.empty()) ? TensorKind::kGradient : TensorKind::kActivation;
+          (backward || !grad_ids_[t].empty()) ? TensorKind::kGradient : TensorKind::kActivation;
     }
     for (size_t t = 0; t < tensors.size(); ++t) {
-      const PendingRef& a = alias_refs_[t];
-      if (a.id.empty()) continue;
-      int base = g_->FindTensor(a.id);
+      const std::string& alias = alias_ids_[t];
+      if (alias.empty()) continue;
+      int base = g_->FindTensor(alias);
       if (base < 0)
-        return r_.Fail(a.pointer, fmt::format("unknown tensor {}; expected the id of a tensor in "
+        return r_.Fail(AliasPointer(t), fmt::format("unknown tensor {}; expected the id of a tensor in "
                                               "/tensors",
-                                              Quote(a.id)));
+                                              Quote(alias)));
       if (base == static_cast<int>(t))
-        return r_.Fail(a.pointer, fmt::format("tensor {} is a view of itself; expected another "
+        return r_.Fail(AliasPointer(t), fmt::format("tensor {} is a view of itself; expected another "
                                               "tensor's id",
-                                              Quote(a.id)));
+                                              Quote(alias)));
       tensors[t].alias_of = base;
     }
     // Cycles, without recursion: walk each chain, marking the tensors on it.
@@ -432,7 +436,7 @@ class GraphParser {
         for (int u = tensors[t].alias_of; u != t; u = tensors[u].alias_of)
           chain += " -> " + tensors[u].id;
         chain += " -> " + tensors[t].id;
-        return r_.Fail(alias_refs_[t].pointer,
+        return r_.Fail(AliasPointer(t),
                        fmt::format("alias cycle {}; expected a chain ending at a tensor that owns "
                                    "its memory",
                                    chain));
@@ -441,7 +445,7 @@ class GraphParser {
     for (size_t t = 0; t < tensors.size(); ++t) {
       int base = tensors[t].alias_of;
       if (base >= 0 && IsResident(tensors[t].kind) && !IsResident(tensors[base].kind))
-        return r_.Fail(alias_refs_[t].pointer,
+        return r_.Fail(AliasPointer(t),
                        fmt::format("resident tensor {} ({}) is a view of {} ({}); expected a "
                                    "resident base",
                                    Quote(tensors[t].id), TensorKindName(tensors[t].kind),
@@ -449,37 +453,40 @@ class GraphParser {
     }
     std::vector<int> gradient(tensors.size(), -1);
     for (size_t t = 0; t < tensors.size(); ++t) {
-      const PendingRef& gr = grad_refs_[t];
-      if (gr.id.empty()) continue;
-      int of = g_->FindTensor(gr.id);
+      const std::string& grad = grad_ids_[t];
+      if (grad.empty()) continue;
+      int of = g_->FindTensor(grad);
       if (of < 0)
-        return r_.Fail(gr.pointer, fmt::format("unknown tensor {}; expected the id of a tensor in "
+        return r_.Fail(GradPointer(t), fmt::format("unknown tensor {}; expected the id of a tensor in "
                                                "/tensors",
-                                               Quote(gr.id)));
+                                               Quote(grad)));
       if (of == static_cast<int>(t))
-        return r_.Fail(gr.pointer, fmt::format("tensor {} is its own gradient; expected another "
+        return r_.Fail(GradPointer(t), fmt::format("tensor {} is its own gradient; expected another "
                                                "tensor's id",
-                                               Quote(gr.id)));
+                                               Quote(grad)));
       if (tensors[t].kind != TensorKind::kGradient)
-        return r_.Fail(gr.pointer,
+        return r_.Fail(GradPointer(t),
                        fmt::format("tensor {} has kind {}; expected kind gradient on "
                                    "a tensor with grad_of",
                                    Quote(tensors[t].id), TensorKindName(tensors[t].kind)));
       if (gradient[of] >= 0)
-        return r_.Fail(gr.pointer,
+        return r_.Fail(GradPointer(t),
                        fmt::format("{} already has gradient {} (/tensors/{}); "
                                    "expected one gradient per tensor",
-                                   Quote(gr.id), Quote(tensors[gradient[of]].id), gradient[of]));
+                                   Quote(grad), Quote(tensors[gradient[of]].id), gradient[of]));
       int64_t n_grad = Numel(tensors[t]), n_of = Numel(tensors[of]);
       if (n_grad != n_of)
-        return r_.Fail(gr.pointer, fmt::format("gradient {} has {} elements but {} has {}; "
+        return r_.Fail(GradPointer(t), fmt::format("gradient {} has {} elements but {} has {}; "
                                                "expected the same number",
-                                               Quote(tensors[t].id), n_grad, Quote(gr.id), n_of));
+                                               Quote(tensors[t].id), n_grad, Quote(grad), n_of));
       gradient[of] = static_cast<int>(t);
       tensors[t].grad_of = of;
     }
     return true;
   }
+
+  static std::string AliasPointer(size_t t) { return fmt::format("/tensors/{}/alias_of", t); }
+  static std::string GradPointer(size_t t) { return fmt::format("/tensors/{}/grad_of", t); }
 
   static int64_t Numel(const Tensor& t) {
     int64_t n = 1;
@@ -572,7 +579,7 @@ class GraphParser {
   Graph* g_;
   std::string* err_;
   std::vector<bool> kind_given_;
-  std::vector<PendingRef> alias_refs_, grad_refs_;
+  std::vector<std::string> alias_ids_, grad_ids_;
   std::set<std::string> used_symbols_, undeclared_overrides_;
   int64_t total_bytes_ = 0;
 };

@@ -10,51 +10,62 @@
 namespace memplan {
 namespace {
 
+// Lowers in place: the forward graph's tensors stay where they are (same
+// indices, same index map) and the backward is appended.
 class Lowering {
  public:
-  Lowering(const Graph& fwd, Graph* joint) : fwd_(fwd), g_(joint) {}
+  explicit Lowering(Graph* g) : g_(*g) {}
 
   bool Run(std::vector<std::string>* warnings, std::string* err) {
-    if (fwd_.joint) {
+    if (g_.joint) {
       *err = "graph already has a backward (phase \"backward\"); nothing to lower";
       return false;
     }
-    *g_ = Graph();
-    g_->name = fwd_.name;
-    g_->source = fwd_.source;
-    g_->symbols = fwd_.symbols;
-    g_->tensors = fwd_.tensors;
-    g_->outputs = fwd_.outputs;
-    for (const Tensor& t : g_->tensors) names_.insert(t.id);
-    for (const Op& op : fwd_.ops) op_names_.insert(op.id);
+    fwd_ops_ = std::move(g_.ops);
+    g_.ops.clear();
+    n_fwd_tensors_ = g_.tensors.size();
+    // Op indices stay valid when every optimizer op comes after the forward.
+    bool seen_optimizer = false, stable = true;
+    for (const Op& op : fwd_ops_) {
+      if (op.phase == Phase::kOptimizer) seen_optimizer = true;
+      else if (seen_optimizer) stable = false;
+    }
+    if (!stable) {
+      // Rebuilt by Finalize; meanwhile the optimizer ops' ids stay taken.
+      g_.op_index.clear();
+      for (const Op& op : fwd_ops_)
+        if (op.phase == Phase::kOptimizer) g_.op_index.emplace(op.id, -1);
+    }
 
     PropagateRequiresGrad();
     CountContributions();
-    EmitForward();
+    Reserve();
+    EmitForward(stable);
     EmitSeeds();
     EmitBackward();
-    for (const Op& op : fwd_.ops)
-      if (op.phase == Phase::kOptimizer) g_->ops.push_back(op);
+    for (Op& op : fwd_ops_)
+      if (op.phase == Phase::kOptimizer) PushOp(std::move(op), /*index=*/!stable);
+    if (!stable) g_.op_index.clear();
     Warn(warnings);
     if (seeds_ == 0)
       warnings->push_back("no graph output depends on a parameter; the backward is empty");
-    return g_->Finalize(err);
+    return g_.Finalize(err);
   }
 
  private:
   void PropagateRequiresGrad() {
-    rg_.assign(fwd_.tensors.size(), false);
-    for (size_t t = 0; t < fwd_.tensors.size(); ++t)
-      rg_[t] = fwd_.tensors[t].kind == TensorKind::kParameter;
-    rules_.resize(fwd_.ops.size());
-    for (size_t o = 0; o < fwd_.ops.size(); ++o) {
-      const Op& op = fwd_.ops[o];
+    rg_.assign(n_fwd_tensors_, false);
+    for (size_t t = 0; t < n_fwd_tensors_; ++t)
+      rg_[t] = g_.tensors[t].kind == TensorKind::kParameter;
+    rules_.resize(fwd_ops_.size());
+    for (size_t o = 0; o < fwd_ops_.size(); ++o) {
+      const Op& op = fwd_ops_[o];
       if (op.phase != Phase::kForward) continue;
-      rules_[o] = RuleFor(fwd_, op, rg_);
+      rules_[o] = RuleFor(g_, op, rg_);
       bool any = false;
       for (size_t i = 0; i < op.inputs.size(); ++i)
         any = any || (rg_[op.inputs[i]] && rules_[o].input_grad[i] != GradFlow::kNone);
-      for (int out : op.outputs) rg_[out] = any && IsFloating(fwd_.tensors[out].dtype);
+      for (int out : op.outputs) rg_[out] = any && IsFloating(g_.tensors[out].dtype);
     }
   }
 
@@ -63,12 +74,12 @@ class Lowering {
   }
 
   void CountContributions() {
-    count_.assign(fwd_.tensors.size(), 0);
-    for (int out : fwd_.outputs)
+    count_.assign(n_fwd_tensors_, 0);
+    for (int out : g_.outputs)
       if (rg_[out]) ++count_[out];
-    needs_bw_.assign(fwd_.ops.size(), false);
-    for (size_t o = fwd_.ops.size(); o-- > 0;) {
-      const Op& op = fwd_.ops[o];
+    needs_bw_.assign(fwd_ops_.size(), false);
+    for (size_t o = fwd_ops_.size(); o-- > 0;) {
+      const Op& op = fwd_ops_[o];
       if (op.phase != Phase::kForward) continue;
       bool out_grad = false;
       for (int out : op.outputs) out_grad = out_grad || count_[out] > 0;
@@ -81,61 +92,88 @@ class Lowering {
     }
   }
 
-  std::string UniqueTensorName(std::string name) {
-    std::string candidate = name;
-    for (int k = 1; names_.count(candidate); ++k) candidate = fmt::format("{}~{}", name, k);
-    names_.insert(candidate);
-    return candidate;
-  }
-  std::string UniqueOpName(std::string name) {
-    std::string candidate = name;
-    for (int k = 1; op_names_.count(candidate); ++k) candidate = fmt::format("{}~{}", name, k);
-    op_names_.insert(candidate);
-    return candidate;
+  // Upper bounds of what the backward adds, so the vectors grow once.
+  void Reserve() {
+    size_t contributions = 0, extras = 0, backward_ops = 0;
+    for (size_t o = 0; o < fwd_ops_.size(); ++o) {
+      if (!needs_bw_[o]) continue;
+      ++backward_ops;
+      contributions += fwd_ops_[o].inputs.size();
+      extras += rules_[o].extras.size();
+    }
+    size_t seeds = g_.outputs.size();
+    g_.tensors.reserve(n_fwd_tensors_ + 2 * (contributions + seeds) + extras);
+    g_.ops.reserve(fwd_ops_.size() + backward_ops + contributions + 2 * seeds);
+    g_.tensor_index.reserve(g_.tensors.capacity());
+    g_.op_index.reserve(g_.ops.capacity());
   }
 
-  int AddTensor(std::string id, std::vector<Dim> shape, DType dtype, TensorKind kind) {
+  std::string UniqueName(const NameIndex& taken, std::string name) {
+    if (!taken.count(name)) return name;
+    for (int k = 1;; ++k) {
+      std::string candidate = fmt::format("{}~{}", name, k);
+      if (!taken.count(candidate)) return candidate;
+    }
+  }
+
+  int AddTensor(std::string id, std::vector<Dim> shape, DType dtype) {
     Tensor t;
-    t.id = UniqueTensorName(std::move(id));
+    t.id = UniqueName(g_.tensor_index, std::move(id));
     t.shape = std::move(shape);
     t.dtype = dtype;
-    t.kind = kind;
-    g_->tensors.push_back(std::move(t));
-    return static_cast<int>(g_->tensors.size()) - 1;
+    t.kind = TensorKind::kGradient;
+    int index = static_cast<int>(g_.tensors.size());
+    g_.tensor_index.emplace(t.id, index);
+    g_.tensors.push_back(std::move(t));
+    return index;
   }
 
-  void EmitForward() {
-    extras_.resize(fwd_.ops.size());
-    for (size_t o = 0; o < fwd_.ops.size(); ++o) {
-      Op op = fwd_.ops[o];
-      if (op.phase != Phase::kForward) continue;
-      if (op.flops < 0) op.flops = EstimateFlops(fwd_, op);
+  void PushOp(Op op, bool index) {
+    if (index) g_.op_index.emplace(op.id, static_cast<int>(g_.ops.size()));
+    g_.ops.push_back(std::move(op));
+  }
+
+  Op NewOp(const std::string& id, std::string type) {
+    Op op;
+    op.id = UniqueName(g_.op_index, id);
+    op.type = std::move(type);
+    op.phase = Phase::kBackward;
+    return op;
+  }
+
+  void EmitForward(bool stable) {
+    extras_.resize(fwd_ops_.size());
+    for (size_t o = 0; o < fwd_ops_.size(); ++o) {
+      if (fwd_ops_[o].phase != Phase::kForward) continue;
+      if (fwd_ops_[o].flops < 0) fwd_ops_[o].flops = EstimateFlops(g_, fwd_ops_[o]);
+      Op op = fwd_ops_[o];  // the forward op is still read by EmitBackward
       if (needs_bw_[o] && !op.saves_given) {
         for (const SavedExtra& e : rules_[o].extras) {
-          int t = AddTensor(op.id + "." + e.suffix, e.shape, e.dtype, TensorKind::kActivation);
+          int t = AddTensor(op.id + "." + e.suffix, e.shape, e.dtype);
+          g_.tensors[t].kind = TensorKind::kActivation;
           op.outputs.push_back(t);
           extras_[o].push_back(t);
         }
       }
       op.saves.clear();
       op.saves_given = false;
-      g_->ops.push_back(std::move(op));
+      PushOp(std::move(op), /*index=*/!stable);
     }
-    arrived_.assign(fwd_.tensors.size(), 0);
-    partial_.assign(fwd_.tensors.size(), -1);
-    final_grad_.assign(fwd_.tensors.size(), -1);
+    arrived_.assign(n_fwd_tensors_, 0);
+    partial_.assign(n_fwd_tensors_, -1);
+    final_grad_.assign(n_fwd_tensors_, -1);
   }
 
   // A new gradient contribution for forward tensor t (a view of `view_of` if >= 0).
   int NewContribution(int t, int view_of) {
-    const Tensor& src = fwd_.tensors[t];
     int k = count_[t];
     int a = arrived_[t]++;
+    const Tensor& src = g_.tensors[t];
     std::string id = k == 1 ? src.id + ".grad" : fmt::format("{}.grad.c{}", src.id, a);
-    int c = AddTensor(id, src.shape, src.dtype, TensorKind::kGradient);
-    g_->tensors[c].alias_of = view_of;
+    int c = AddTensor(std::move(id), src.shape, src.dtype);  // copies before growing
+    g_.tensors[c].alias_of = view_of;
     if (k == 1) {
-      g_->tensors[c].grad_of = t;
+      g_.tensors[c].grad_of = t;
       final_grad_[t] = c;
     }
     return c;
@@ -144,65 +182,55 @@ class Lowering {
   // After contribution number a of t arrived: for a >= 1, one binary
   // accumulate op adding it to the sum of the earlier ones.
   void EmitAccumulate(int t, int contribution, int a, const std::string& scope) {
-    const Tensor& src = fwd_.tensors[t];
     int k = count_[t];
     if (a == 0) {
       partial_[t] = contribution;
       return;
     }
     bool last = a == k - 1;
-    int out = AddTensor(last ? src.id + ".grad" : fmt::format("{}.grad.s{}", src.id, a), src.shape,
-                        src.dtype, TensorKind::kGradient);
+    const Tensor& src = g_.tensors[t];
+    std::string id = last ? src.id + ".grad" : fmt::format("{}.grad.s{}", src.id, a);
+    Op acc = NewOp(fmt::format("{}.grad.acc{}", src.id, a), "add");
+    acc.flops = static_cast<double>(src.numel);
+    int out = AddTensor(std::move(id), src.shape, src.dtype);
     if (last) {
-      g_->tensors[out].grad_of = t;
+      g_.tensors[out].grad_of = t;
       final_grad_[t] = out;
     }
-    Op acc;
-    acc.id = UniqueOpName(fmt::format("{}.grad.acc{}", src.id, a));
-    acc.type = "add";
-    acc.phase = Phase::kBackward;
     acc.accumulate = true;
     acc.inputs = {partial_[t], contribution};
     acc.outputs = {out};
-    acc.flops = static_cast<double>(src.numel);
     acc.scope = scope;
-    g_->ops.push_back(std::move(acc));
+    PushOp(std::move(acc), /*index=*/true);
     partial_[t] = out;
   }
 
   void EmitSeeds() {
-    for (int out : fwd_.outputs) {
+    for (int out : g_.outputs) {
       if (!rg_[out] || arrived_[out] > 0) continue;
-      const Tensor& src = fwd_.tensors[out];
-      Op seed;
-      seed.id = UniqueOpName(src.id + ".grad.seed");
-      seed.type = "ones_like";
-      seed.phase = Phase::kBackward;
+      Op seed = NewOp(g_.tensors[out].id + ".grad.seed", "ones_like");
       seed.inputs = {out};
+      seed.flops = static_cast<double>(g_.tensors[out].numel);
       int a = arrived_[out];
       int c = NewContribution(out, -1);
       seed.outputs = {c};
-      seed.flops = static_cast<double>(src.numel);
-      g_->ops.push_back(std::move(seed));
+      PushOp(std::move(seed), /*index=*/true);
       EmitAccumulate(out, c, a, "");
       ++seeds_;
     }
   }
 
   void EmitBackward() {
-    for (size_t o = fwd_.ops.size(); o-- > 0;) {
+    std::unordered_set<int> seen;
+    for (size_t o = fwd_ops_.size(); o-- > 0;) {
       if (!needs_bw_[o]) continue;
-      const Op& f = fwd_.ops[o];
+      const Op& f = fwd_ops_[o];
       const BackwardRule& rule = rules_[o];
-      Op bw;
-      bw.id = UniqueOpName(f.id + ".bw");
-      bw.type = CanonicalOpType(f.type) + "_backward";
-      bw.phase = Phase::kBackward;
+      Op bw = NewOp(f.id + ".bw", CanonicalOpType(f.type) + "_backward");
       bw.scope = f.scope;
-      double fwd_flops = EstimateFlops(fwd_, f);
-      bw.flops = rule.cost_factor * fwd_flops;
+      bw.flops = rule.cost_factor * f.flops;
       if (f.time_us >= 0) bw.time_us = rule.cost_factor * f.time_us;
-      std::unordered_set<int> seen;
+      seen.clear();
       auto read = [&](int t) {
         if (seen.insert(t).second) bw.inputs.push_back(t);
       };
@@ -229,7 +257,7 @@ class Lowering {
         bw.outputs.push_back(c);
         produced.push_back({f.inputs[i], c, a});
       }
-      g_->ops.push_back(std::move(bw));
+      PushOp(std::move(bw), /*index=*/true);
       for (const Produced& p : produced)
         EmitAccumulate(p.tensor, p.contribution, p.arrival, f.scope);
     }
@@ -237,9 +265,9 @@ class Lowering {
 
   void Warn(std::vector<std::string>* warnings) const {
     for (const auto& [type, ops] : unknown_) {
-      std::string more = ops.size() > 1 ? fmt::format(" and {} more op{}", ops.size() - 1,
-                                                      ops.size() > 2 ? "s" : "")
-                                        : "";
+      std::string more =
+          ops.size() > 1 ? fmt::format(" and {} more op{}", ops.size() - 1, ops.size() > 2 ? "s" : "")
+                         : "";
       warnings->push_back(fmt::format(
           "op \"{}\"{} of unknown type \"{}\": lowered conservatively (its backward saves every "
           "input and costs 2x its forward)",
@@ -247,9 +275,9 @@ class Lowering {
     }
   }
 
-  const Graph& fwd_;
-  Graph* g_;
-  std::unordered_set<std::string> names_, op_names_;
+  Graph& g_;
+  std::vector<Op> fwd_ops_;
+  size_t n_fwd_tensors_ = 0;
   std::vector<bool> rg_, needs_bw_;
   std::vector<BackwardRule> rules_;
   std::vector<std::vector<int>> extras_;
@@ -260,9 +288,10 @@ class Lowering {
 
 }  // namespace
 
-bool LowerToJoint(const Graph& forward, Graph* joint, std::vector<std::string>* warnings,
+bool LowerToJoint(Graph forward, Graph* joint, std::vector<std::string>* warnings,
                   std::string* err) {
-  Lowering lowering(forward, joint);
+  *joint = std::move(forward);
+  Lowering lowering(joint);
   return lowering.Run(warnings, err);
 }
 

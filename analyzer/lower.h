@@ -19,9 +19,11 @@
 
 namespace memplan {
 
-// `forward` must be finalized and not joint. `joint` receives the finalized
-// forward+backward graph; warnings name ops of unknown type.
-bool LowerToJoint(const Graph& forward, Graph* joint, std::vector<std::string>* warnings,
+// `forward` must be finalized and not joint (pass it with std::move to lower
+// without a copy). `joint` receives the finalized forward+backward graph, with
+// the forward tensors at their original indices; warnings name ops of unknown
+// type.
+bool LowerToJoint(Graph forward, Graph* joint, std::vector<std::string>* warnings,
                   std::string* err);
 
 }  // namespace memplan
