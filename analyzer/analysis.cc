@@ -1,14 +1,26 @@
 #include "analyzer/analysis.h"
 
+#include <chrono>
+
 #include "analyzer/lower.h"
 
 namespace memplan {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
 
 bool LoadJointGraph(const std::string& path, const GraphLoadOptions& options, JointGraph* out,
                     std::string* err) {
   out->file = path;
+  auto start = std::chrono::steady_clock::now();
   Graph input;
   if (!LoadGraphFile(path, options, &input, err)) return false;
+  out->parse_seconds = SecondsSince(start);
+  start = std::chrono::steady_clock::now();
   out->input_ops = input.ops.size();
   out->input_tensors = input.tensors.size();
   out->lowered = !input.joint;
@@ -22,10 +34,12 @@ bool LoadJointGraph(const std::string& path, const GraphLoadOptions& options, Jo
     *err = path + ": " + lower_err;
     return false;
   }
+  out->lower_seconds = SecondsSince(start);
   return true;
 }
 
 bool AnalyzeBaseline(const Graph& joint, AccumulationMode mode, Analysis* out, std::string* err) {
+  auto start = std::chrono::steady_clock::now();
   out->accumulation = mode;
   out->program = BuildBaselineProgram(joint, mode);
   SimOptions options;
@@ -34,6 +48,7 @@ bool AnalyzeBaseline(const Graph& joint, AccumulationMode mode, Analysis* out, s
     return false;
   }
   out->lower_bound_bytes = PeakLowerBound(joint);
+  out->seconds = SecondsSince(start);
   return true;
 }
 

@@ -21,6 +21,8 @@ struct JointGraph {
   size_t input_ops = 0;  // counts in the file as given
   size_t input_tensors = 0;
   std::vector<std::string> warnings;
+  double parse_seconds = 0;  // wall time of reading and checking the file
+  double lower_seconds = 0;  // wall time of the lowering (0 for joint input)
 };
 
 bool LoadJointGraph(const std::string& path, const GraphLoadOptions& options, JointGraph* out,
@@ -28,6 +30,7 @@ bool LoadJointGraph(const std::string& path, const GraphLoadOptions& options, Jo
 
 struct Analysis {
   AccumulationMode accumulation = AccumulationMode::kInplace;
+  double seconds = 0;  // wall time of the baseline, the simulation and the bound
   Program program;
   SimResult sim;
   int64_t lower_bound_bytes = 0;

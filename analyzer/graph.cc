@@ -90,13 +90,20 @@ std::string CanonicalOpType(std::string_view type) {
 }
 
 int Graph::FindTensor(std::string_view id) const {
-  auto it = tensor_index.find(id);
-  return it == tensor_index.end() ? -1 : it->second;
+  return tensor_index.Find(id, [this](int t) -> std::string_view { return tensors[t].id; });
 }
 
 int Graph::FindOp(std::string_view id) const {
-  auto it = op_index.find(id);
-  return it == op_index.end() ? -1 : it->second;
+  return op_index.Find(id, [this](int o) -> std::string_view { return ops[o].id; });
+}
+
+int Graph::IndexTensor(int t) {
+  return tensor_index.Insert(tensors[t].id, t,
+                             [this](int u) -> std::string_view { return tensors[u].id; });
+}
+
+int Graph::IndexOp(int o) {
+  return op_index.Insert(ops[o].id, o, [this](int u) -> std::string_view { return ops[u].id; });
 }
 
 bool Graph::IsParameterGradient(int t) const {
@@ -147,20 +154,20 @@ bool Graph::Finalize(std::string* err) {
   // The importer and the lowering keep the indexes as they go; rebuild them
   // only when they do not have one entry per tensor and op.
   if (tensor_index.size() != tensors.size()) {
-    tensor_index.clear();
-    tensor_index.reserve(tensors.size());
+    tensor_index.Clear();
+    tensor_index.Reserve(tensors.size());
     for (size_t t = 0; t < tensors.size(); ++t) {
-      if (!tensor_index.emplace(tensors[t].id, static_cast<int>(t)).second) {
+      if (IndexTensor(static_cast<int>(t)) >= 0) {
         *err = fmt::format("duplicate tensor id '{}'", tensors[t].id);
         return false;
       }
     }
   }
   if (op_index.size() != ops.size()) {
-    op_index.clear();
-    op_index.reserve(ops.size());
+    op_index.Clear();
+    op_index.Reserve(ops.size());
     for (size_t o = 0; o < ops.size(); ++o) {
-      if (!op_index.emplace(ops[o].id, static_cast<int>(o)).second) {
+      if (IndexOp(static_cast<int>(o)) >= 0) {
         *err = fmt::format("duplicate op id '{}'", ops[o].id);
         return false;
       }
@@ -192,9 +199,10 @@ bool Graph::Finalize(std::string* err) {
   // Live bytes never exceed twice the total (a recomputed op's fresh copies),
   // so this bound keeps every sum the simulator makes exact.
   if (total > kMaxGraphBytes) {
-    *err = fmt::format("the tensors and workspaces of this graph add up to {} bytes; memplan "
-                       "handles at most 2^61 bytes (2 EiB)",
-                       total);
+    *err = fmt::format(
+        "the tensors and workspaces of this graph add up to {} bytes; memplan "
+        "handles at most 2^61 bytes (2 EiB)",
+        total);
     return false;
   }
 

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/name_index.h"
+
 namespace memplan {
 
 enum class DType : uint8_t {
@@ -99,14 +101,6 @@ struct Op {
   std::string extra;  // unknown keys as a serialized JSON object ("" if none)
 };
 
-// Hashes std::string and std::string_view alike, so lookups by a view do
-// not build a string.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using NameIndex = std::unordered_map<std::string, int, StringHash, std::equal_to<>>;
-
 struct Graph {
   std::string name;
   std::string source;  // the "source" object, serialized ("" if absent)
@@ -128,6 +122,10 @@ struct Graph {
 
   int FindTensor(std::string_view id) const;
   int FindOp(std::string_view id) const;
+  // Index tensor t / op o by its id: -1 when added, else the position that
+  // already has that id.
+  int IndexTensor(int t);
+  int IndexOp(int o);
   bool IsView(int t) const { return tensors[t].alias_of >= 0; }
   int64_t OwnedBytes(int t) const { return IsView(t) ? 0 : tensors[t].bytes; }
   bool IsResidentTensor(int t) const { return IsResident(tensors[t].kind); }

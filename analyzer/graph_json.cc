@@ -7,8 +7,10 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace memplan {
 namespace {
@@ -136,17 +138,55 @@ std::string ExtraKeys(const json& obj, std::initializer_list<const char*> known)
   return extra.empty() ? std::string() : extra.dump();
 }
 
-
 class GraphParser {
  public:
   GraphParser(const std::string& file, const GraphLoadOptions& options, Graph* g, std::string* err)
       : r_(file, err), file_(file), options_(options), g_(g), err_(err) {}
 
-  bool Parse(const json& doc) {
-    if (!doc.is_object()) return r_.WrongType("", doc, "an object");
-    return ParseFormat(doc) && ParseHeader(doc) && ParseSymbols(doc) && ParseTensors(doc) &&
-           ParseOps(doc) && ParseOutputs(doc) && ResolveTensorRefs() && CheckOps() &&
-           FinalizeGraph();
+  // The document arrives member by member from StreamingReader. Small
+  // members are kept in root_; the elements of "tensors" and "ops" are parsed
+  // as they arrive when what they depend on came first (format and symbols
+  // before tensors, tensors before ops: the order memplan and its exporters
+  // write), else kept in root_ and parsed at the end. Either way the checks
+  // and their messages are the same.
+  bool OnRootNotObject(const json& value) { return r_.WrongType("", value, "an object"); }
+
+  bool OnMember(const std::string& key, json value) {
+    if (!Claim(key)) return false;
+    bool format = key == "format";
+    root_[key] = std::move(value);
+    return format ? ParseFormat(root_) : true;
+  }
+
+  bool CanStream(const std::string& key) const {
+    if (key == "tensors") return root_.contains("format") && root_.contains("symbols");
+    return key == "ops" && tensors_done_;
+  }
+
+  bool BeginElements(const std::string& key) {
+    if (!Claim(key)) return false;
+    return key != "tensors" || ParseSymbols(root_);
+  }
+
+  bool OnElement(const std::string& key, size_t i, const json& value) {
+    return key == "tensors" ? ParseTensor(i, value) : ParseOp(i, value);
+  }
+
+  bool EndElements(const std::string& key) {
+    if (key == "ops") {
+      ops_done_ = true;
+      return true;
+    }
+    tensors_done_ = true;
+    return EndTensors();
+  }
+
+  bool Finish() {
+    if (!root_.contains("format") && !ParseFormat(root_)) return false;
+    if (!ParseHeader(root_)) return false;
+    if (!tensors_done_ && !(ParseSymbols(root_) && ParseTensors(root_))) return false;
+    if (!ops_done_ && !ParseOps(root_)) return false;
+    return ParseOutputs(root_) && ResolveTensorRefs() && CheckOps() && FinalizeGraph();
   }
 
  private:
@@ -168,6 +208,11 @@ class GraphParser {
       g_->source = it->dump();
     }
     return true;
+  }
+
+  bool Claim(const std::string& key) {
+    if (claimed_.insert(key).second) return true;
+    return r_.Fail("/" + PointerToken(key), "appears twice; expected each member once");
   }
 
   bool ParseSymbols(const json& doc) {
@@ -207,8 +252,8 @@ class GraphParser {
       Dim dim;
       if (d.is_number_integer() && !d.is_number_unsigned() && d.get<int64_t>() < 0) {
         return r_.Fail(dptr(), fmt::format("negative dimension {}; expected an integer >= 0 or a "
-                                         "symbol name",
-                                         d.get<int64_t>()));
+                                           "symbol name",
+                                           d.get<int64_t>()));
       } else if (IsNonNegativeInteger(d)) {
         dim.value = d.get<int64_t>();
       } else if (d.is_string()) {
@@ -242,72 +287,78 @@ class GraphParser {
     if (it == doc.end()) return r_.Missing("/tensors", "an array of tensors");
     if (!it->is_array()) return r_.WrongType("/tensors", *it, "an array of tensors");
     g_->tensors.reserve(it->size());
-    g_->tensor_index.reserve(it->size());
+    g_->tensor_index.Reserve(it->size());
     kind_given_.reserve(it->size());
-    for (size_t i = 0; i < it->size(); ++i) {
-      const json& t = (*it)[i];
-      std::string ptr = fmt::format("/tensors/{}", i);
-      if (!t.is_object()) return r_.WrongType(ptr, t, "an object");
-      Tensor tensor;
-      if (!r_.ReqString(t, ptr, "id", &tensor.id, true)) return false;
-      auto [pos, inserted] = g_->tensor_index.emplace(tensor.id, static_cast<int>(i));
-      if (!inserted)
-        return r_.Fail(ptr + "/id", fmt::format("duplicate tensor id {}; first defined at "
-                                                "/tensors/{}",
-                                                Quote(tensor.id), pos->second));
-      if (!ParseShape(t, ptr, &tensor)) return false;
-      std::string dtype;
-      auto d = t.find("dtype");
-      if (d == t.end()) return r_.Missing(ptr + "/dtype", "a dtype name");
-      if (!d->is_string()) return r_.WrongType(ptr + "/dtype", *d, "a dtype name");
-      if (!ParseDType(d->get<std::string>(), &tensor.dtype))
-        return r_.Fail(ptr + "/dtype",
-                       fmt::format("unknown dtype {}; expected one of {}", Found(*d), DTypeList()));
-      auto k = t.find("kind");
-      bool kind_given = k != t.end();
-      if (kind_given) {
-        if (!k->is_string() || !ParseTensorKind(k->get<std::string>(), &tensor.kind))
-          return r_.Fail(ptr + "/kind",
-                         fmt::format("unknown kind {}; expected one of input, parameter, buffer, "
-                                     "activation, gradient, optimizer_state, temporary",
-                                     Found(*k)));
-      }
-      kind_given_.push_back(kind_given);
-      std::string alias, grad;
-      if (!r_.OptString(t, ptr, "alias_of", &alias) || !r_.OptString(t, ptr, "grad_of", &grad))
-        return false;
-      alias_ids_.push_back(std::move(alias));
-      grad_ids_.push_back(std::move(grad));
-      tensor.extra = ExtraKeys(t, {"id", "shape", "dtype", "kind", "alias_of", "grad_of"});
-      // Bytes, checked here so the error points at the tensor.
-      int64_t n = 1;
-      for (const Dim& dim : tensor.shape) {
-        if (!CheckedMul(n, dim.value, &n))
-          return r_.Fail(ptr + "/shape",
-                         "element count overflows 64-bit arithmetic; expected a "
-                         "tensor under 2^63 bytes");
-      }
-      int64_t bytes;
-      if (!CheckedMul(n, DTypeSize(tensor.dtype), &bytes))
-        return r_.Fail(ptr + "/shape", fmt::format("byte count ({} elements of {}) overflows "
-                                                   "64-bit arithmetic; expected a tensor under "
-                                                   "2^63 bytes",
-                                                   n, DTypeName(tensor.dtype)));
-      if (!CheckedAdd(total_bytes_, bytes, &total_bytes_))
-        return r_.Fail(ptr,
-                       "the bytes of all tensors together overflow 64-bit arithmetic; "
-                       "expected a graph under 2^61 bytes");
-      g_->tensors.push_back(std::move(tensor));
+    for (size_t i = 0; i < it->size(); ++i)
+      if (!ParseTensor(i, (*it)[i])) return false;
+    return EndTensors();
+  }
+
+  bool ParseTensor(size_t i, const json& t) {
+    std::string ptr = fmt::format("/tensors/{}", i);
+    if (!t.is_object()) return r_.WrongType(ptr, t, "an object");
+    Tensor& tensor = g_->tensors.emplace_back();  // position i
+    if (!r_.ReqString(t, ptr, "id", &tensor.id, true)) return false;
+    int first = g_->IndexTensor(static_cast<int>(i));
+    if (first >= 0)
+      return r_.Fail(ptr + "/id", fmt::format("duplicate tensor id {}; first defined at "
+                                              "/tensors/{}",
+                                              Quote(tensor.id), first));
+    if (!ParseShape(t, ptr, &tensor)) return false;
+    std::string dtype;
+    auto d = t.find("dtype");
+    if (d == t.end()) return r_.Missing(ptr + "/dtype", "a dtype name");
+    if (!d->is_string()) return r_.WrongType(ptr + "/dtype", *d, "a dtype name");
+    if (!ParseDType(d->get<std::string>(), &tensor.dtype))
+      return r_.Fail(ptr + "/dtype",
+                     fmt::format("unknown dtype {}; expected one of {}", Found(*d), DTypeList()));
+    auto k = t.find("kind");
+    bool kind_given = k != t.end();
+    if (kind_given) {
+      if (!k->is_string() || !ParseTensorKind(k->get<std::string>(), &tensor.kind))
+        return r_.Fail(ptr + "/kind",
+                       fmt::format("unknown kind {}; expected one of input, parameter, buffer, "
+                                   "activation, gradient, optimizer_state, temporary",
+                                   Found(*k)));
     }
+    kind_given_.push_back(kind_given);
+    std::string alias, grad;
+    if (!r_.OptString(t, ptr, "alias_of", &alias) || !r_.OptString(t, ptr, "grad_of", &grad))
+      return false;
+    alias_ids_.push_back(std::move(alias));
+    grad_ids_.push_back(std::move(grad));
+    tensor.extra = ExtraKeys(t, {"id", "shape", "dtype", "kind", "alias_of", "grad_of"});
+    // Bytes, checked here so the error points at the tensor.
+    int64_t n = 1;
+    for (const Dim& dim : tensor.shape) {
+      if (!CheckedMul(n, dim.value, &n))
+        return r_.Fail(ptr + "/shape",
+                       "element count overflows 64-bit arithmetic; expected a "
+                       "tensor under 2^63 bytes");
+    }
+    int64_t bytes;
+    if (!CheckedMul(n, DTypeSize(tensor.dtype), &bytes))
+      return r_.Fail(ptr + "/shape", fmt::format("byte count ({} elements of {}) overflows "
+                                                 "64-bit arithmetic; expected a tensor under "
+                                                 "2^63 bytes",
+                                                 n, DTypeName(tensor.dtype)));
+    if (!CheckedAdd(total_bytes_, bytes, &total_bytes_))
+      return r_.Fail(ptr,
+                     "the bytes of all tensors together overflow 64-bit arithmetic; "
+                     "expected a graph under 2^61 bytes");
+    return true;
+  }
+
+  // Checks that need every tensor: each --set names a symbol in use.
+  bool EndTensors() {
     for (const auto& name : undeclared_overrides_) {
       if (!used_symbols_.count(name)) {
         std::string names;
         for (const auto& [n, v] : g_->symbols)
           if (!undeclared_overrides_.count(n)) names += (names.empty() ? "" : ", ") + n;
-        *err_ = fmt::format("{}: --set {}: the graph has no symbol {}; expected {}", file_, name,
-                            Quote(name),
-                            names.empty() ? "no --set: the graph declares no symbols"
-                                          : "one of: " + names);
+        *err_ = fmt::format(
+            "{}: --set {}: the graph has no symbol {}; expected {}", file_, name, Quote(name),
+            names.empty() ? "no --set: the graph declares no symbols" : "one of: " + names);
         return false;
       }
     }
@@ -346,51 +397,53 @@ class GraphParser {
     if (it == doc.end()) return r_.Missing("/ops", "an array of ops");
     if (!it->is_array()) return r_.WrongType("/ops", *it, "an array of ops");
     g_->ops.reserve(it->size());
-    g_->op_index.reserve(it->size());
-    for (size_t i = 0; i < it->size(); ++i) {
-      const json& o = (*it)[i];
-      std::string ptr = fmt::format("/ops/{}", i);
-      if (!o.is_object()) return r_.WrongType(ptr, o, "an object");
-      Op op;
-      if (!r_.ReqString(o, ptr, "id", &op.id, true)) return false;
-      auto [pos, inserted] = g_->op_index.emplace(op.id, static_cast<int>(i));
-      if (!inserted)
-        return r_.Fail(ptr + "/id", fmt::format("duplicate op id {}; first defined at /ops/{}",
-                                                Quote(op.id), pos->second));
-      if (!r_.ReqString(o, ptr, "type", &op.type, true)) return false;
-      if (!TensorList(o, ptr, "inputs", true, &op.inputs) ||
-          !TensorList(o, ptr, "outputs", true, &op.outputs))
-        return false;
-      auto ph = o.find("phase");
-      if (ph != o.end() && (!ph->is_string() || !ParsePhase(ph->get<std::string>(), &op.phase)))
-        return r_.Fail(ptr + "/phase", fmt::format("unknown phase {}; expected forward, "
-                                                   "backward or optimizer",
-                                                   Found(*ph)));
-      if (!r_.OptNonNegativeNumber(o, ptr, "flops", &op.flops) ||
-          !r_.OptNonNegativeNumber(o, ptr, "time_us", &op.time_us))
-        return false;
-      auto ws = o.find("workspace_bytes");
-      if (ws != o.end()) {
-        if (!IsNonNegativeInteger(*ws))
-          return r_.WrongType(ptr + "/workspace_bytes", *ws, "a non-negative integer");
-        op.workspace_bytes = ws->get<int64_t>();
-        if (!CheckedAdd(total_bytes_, op.workspace_bytes, &total_bytes_))
-          return r_.Fail(ptr + "/workspace_bytes",
-                         "the bytes of all tensors and workspaces together overflow 64-bit "
-                         "arithmetic; expected a graph under 2^61 bytes");
-      }
-      op.saves_given = o.contains("saves");
-      if (!TensorList(o, ptr, "saves", false, &op.saves)) return false;
-      auto acc = o.find("accumulate");
-      if (acc != o.end()) {
-        if (!acc->is_boolean()) return r_.WrongType(ptr + "/accumulate", *acc, "a boolean");
-        op.accumulate = acc->get<bool>();
-      }
-      if (!r_.OptString(o, ptr, "scope", &op.scope)) return false;
-      op.extra = ExtraKeys(o, {"id", "type", "inputs", "outputs", "phase", "flops", "time_us",
-                               "workspace_bytes", "saves", "accumulate", "scope"});
-      g_->ops.push_back(std::move(op));
+    g_->op_index.Reserve(it->size());
+    for (size_t i = 0; i < it->size(); ++i)
+      if (!ParseOp(i, (*it)[i])) return false;
+    return true;
+  }
+
+  bool ParseOp(size_t i, const json& o) {
+    std::string ptr = fmt::format("/ops/{}", i);
+    if (!o.is_object()) return r_.WrongType(ptr, o, "an object");
+    Op& op = g_->ops.emplace_back();  // position i
+    if (!r_.ReqString(o, ptr, "id", &op.id, true)) return false;
+    int first = g_->IndexOp(static_cast<int>(i));
+    if (first >= 0)
+      return r_.Fail(ptr + "/id", fmt::format("duplicate op id {}; first defined at /ops/{}",
+                                              Quote(op.id), first));
+    if (!r_.ReqString(o, ptr, "type", &op.type, true)) return false;
+    if (!TensorList(o, ptr, "inputs", true, &op.inputs) ||
+        !TensorList(o, ptr, "outputs", true, &op.outputs))
+      return false;
+    auto ph = o.find("phase");
+    if (ph != o.end() && (!ph->is_string() || !ParsePhase(ph->get<std::string>(), &op.phase)))
+      return r_.Fail(ptr + "/phase", fmt::format("unknown phase {}; expected forward, "
+                                                 "backward or optimizer",
+                                                 Found(*ph)));
+    if (!r_.OptNonNegativeNumber(o, ptr, "flops", &op.flops) ||
+        !r_.OptNonNegativeNumber(o, ptr, "time_us", &op.time_us))
+      return false;
+    auto ws = o.find("workspace_bytes");
+    if (ws != o.end()) {
+      if (!IsNonNegativeInteger(*ws))
+        return r_.WrongType(ptr + "/workspace_bytes", *ws, "a non-negative integer");
+      op.workspace_bytes = ws->get<int64_t>();
+      if (!CheckedAdd(total_bytes_, op.workspace_bytes, &total_bytes_))
+        return r_.Fail(ptr + "/workspace_bytes",
+                       "the bytes of all tensors and workspaces together overflow 64-bit "
+                       "arithmetic; expected a graph under 2^61 bytes");
     }
+    op.saves_given = o.contains("saves");
+    if (!TensorList(o, ptr, "saves", false, &op.saves)) return false;
+    auto acc = o.find("accumulate");
+    if (acc != o.end()) {
+      if (!acc->is_boolean()) return r_.WrongType(ptr + "/accumulate", *acc, "a boolean");
+      op.accumulate = acc->get<bool>();
+    }
+    if (!r_.OptString(o, ptr, "scope", &op.scope)) return false;
+    op.extra = ExtraKeys(o, {"id", "type", "inputs", "outputs", "phase", "flops", "time_us",
+                             "workspace_bytes", "saves", "accumulate", "scope"});
     return true;
   }
 
@@ -414,13 +467,15 @@ class GraphParser {
       if (alias.empty()) continue;
       int base = g_->FindTensor(alias);
       if (base < 0)
-        return r_.Fail(AliasPointer(t), fmt::format("unknown tensor {}; expected the id of a tensor in "
-                                              "/tensors",
-                                              Quote(alias)));
+        return r_.Fail(AliasPointer(t),
+                       fmt::format("unknown tensor {}; expected the id of a tensor in "
+                                   "/tensors",
+                                   Quote(alias)));
       if (base == static_cast<int>(t))
-        return r_.Fail(AliasPointer(t), fmt::format("tensor {} is a view of itself; expected another "
-                                              "tensor's id",
-                                              Quote(alias)));
+        return r_.Fail(AliasPointer(t),
+                       fmt::format("tensor {} is a view of itself; expected another "
+                                   "tensor's id",
+                                   Quote(alias)));
       tensors[t].alias_of = base;
     }
     // Cycles, without recursion: walk each chain, marking the tensors on it.
@@ -457,13 +512,15 @@ class GraphParser {
       if (grad.empty()) continue;
       int of = g_->FindTensor(grad);
       if (of < 0)
-        return r_.Fail(GradPointer(t), fmt::format("unknown tensor {}; expected the id of a tensor in "
-                                               "/tensors",
-                                               Quote(grad)));
+        return r_.Fail(GradPointer(t),
+                       fmt::format("unknown tensor {}; expected the id of a tensor in "
+                                   "/tensors",
+                                   Quote(grad)));
       if (of == static_cast<int>(t))
-        return r_.Fail(GradPointer(t), fmt::format("tensor {} is its own gradient; expected another "
-                                               "tensor's id",
-                                               Quote(grad)));
+        return r_.Fail(GradPointer(t),
+                       fmt::format("tensor {} is its own gradient; expected another "
+                                   "tensor's id",
+                                   Quote(grad)));
       if (tensors[t].kind != TensorKind::kGradient)
         return r_.Fail(GradPointer(t),
                        fmt::format("tensor {} has kind {}; expected kind gradient on "
@@ -476,9 +533,10 @@ class GraphParser {
                                    Quote(grad), Quote(tensors[gradient[of]].id), gradient[of]));
       int64_t n_grad = Numel(tensors[t]), n_of = Numel(tensors[of]);
       if (n_grad != n_of)
-        return r_.Fail(GradPointer(t), fmt::format("gradient {} has {} elements but {} has {}; "
-                                               "expected the same number",
-                                               Quote(tensors[t].id), n_grad, Quote(grad), n_of));
+        return r_.Fail(GradPointer(t),
+                       fmt::format("gradient {} has {} elements but {} has {}; "
+                                   "expected the same number",
+                                   Quote(tensors[t].id), n_grad, Quote(grad), n_of));
       gradient[of] = static_cast<int>(t);
       tensors[t].grad_of = of;
     }
@@ -580,8 +638,130 @@ class GraphParser {
   std::string* err_;
   std::vector<bool> kind_given_;
   std::vector<std::string> alias_ids_, grad_ids_;
+  json root_ = json::object();
+  std::set<std::string> claimed_;
+  bool tensors_done_ = false, ops_done_ = false;
   std::set<std::string> used_symbols_, undeclared_overrides_;
   int64_t total_bytes_ = 0;
+};
+
+// SAX events to GraphParser: each top-level member, and each element of a
+// streamed "tensors" or "ops" array, is built as a small DOM and handed over,
+// so a large graph is never held as one JSON document.
+class StreamingReader final : public nlohmann::json_sax<json> {
+ public:
+  explicit StreamingReader(GraphParser* parser) : parser_(parser) {}
+
+  bool semantic_error() const { return semantic_error_; }
+  const std::string& syntax_error() const { return syntax_error_; }
+
+  bool null() override {
+    return Scalar(json(nullptr), [](Builder& b) { return b.null(); });
+  }
+  bool boolean(bool v) override {
+    return Scalar(json(v), [&](Builder& b) { return b.boolean(v); });
+  }
+  bool number_integer(number_integer_t v) override {
+    return Scalar(json(v), [&](Builder& b) { return b.number_integer(v); });
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    return Scalar(json(v), [&](Builder& b) { return b.number_unsigned(v); });
+  }
+  bool number_float(number_float_t v, const string_t& s) override {
+    return Scalar(json(v), [&](Builder& b) { return b.number_float(v, s); });
+  }
+  bool string(string_t& v) override {
+    if (builder_) return Forward(builder_->string(v));
+    return Scalar(json(v), nullptr);
+  }
+  bool binary(binary_t& v) override {
+    if (builder_) return Forward(builder_->binary(v));
+    return Scalar(json::binary(v), nullptr);
+  }
+  bool key(string_t& k) override {
+    if (builder_) return Forward(builder_->key(k));
+    key_ = k;
+    return true;
+  }
+  bool start_object(std::size_t n) override { return Start(true, n); }
+  bool start_array(std::size_t n) override { return Start(false, n); }
+  bool end_object() override { return End(true); }
+  bool end_array() override { return End(false); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    std::string what = e.what();
+    size_t close = what.find("] ");
+    syntax_error_ = close == std::string::npos ? what : what.substr(close + 2);
+    return false;
+  }
+
+ private:
+  using Builder = nlohmann::detail::json_sax_dom_parser<json>;
+
+  bool Semantic(bool ok) {
+    semantic_error_ = semantic_error_ || !ok;
+    return ok;
+  }
+  bool Forward(bool ok) { return ok; }
+
+  template <class F>
+  bool Scalar(json value, F forward) {
+    if (builder_) {
+      if constexpr (!std::is_same_v<F, std::nullptr_t>) return Forward(forward(*builder_));
+    }
+    if (depth_ == 0) return Semantic(parser_->OnRootNotObject(value));
+    if (depth_ == 1) return Semantic(parser_->OnMember(key_, std::move(value)));
+    return Semantic(parser_->OnElement(key_, index_++, value));  // depth 2: streamed element
+  }
+
+  bool Start(bool object, std::size_t n) {
+    if (!builder_) {
+      if (depth_ == 0) {
+        if (!object) return Semantic(parser_->OnRootNotObject(json::array()));
+        ++depth_;
+        return true;
+      }
+      if (depth_ == 1 && !object && (key_ == "tensors" || key_ == "ops") &&
+          parser_->CanStream(key_)) {
+        streaming_ = true;
+        index_ = 0;
+        ++depth_;
+        return Semantic(parser_->BeginElements(key_));
+      }
+      built_ = json();
+      builder_.emplace(built_, /*allow_exceptions=*/false);
+      builder_depth_ = depth_;
+    }
+    ++depth_;
+    return Forward(object ? builder_->start_object(n) : builder_->start_array(n));
+  }
+
+  bool End(bool object) {
+    --depth_;
+    if (builder_) {
+      bool ok = object ? builder_->end_object() : builder_->end_array();
+      if (!ok) return false;
+      if (depth_ != builder_depth_) return true;
+      builder_.reset();
+      if (builder_depth_ == 1) return Semantic(parser_->OnMember(key_, std::move(built_)));
+      return Semantic(parser_->OnElement(key_, index_++, built_));
+    }
+    if (streaming_ && depth_ == 1) {
+      streaming_ = false;
+      return Semantic(parser_->EndElements(key_));
+    }
+    return true;  // the root object
+  }
+
+  GraphParser* parser_;
+  std::optional<Builder> builder_;
+  json built_;
+  int depth_ = 0;          // open arrays and objects
+  int builder_depth_ = 0;  // depth_ where the value being built started
+  bool streaming_ = false;
+  size_t index_ = 0;
+  std::string key_;
+  bool semantic_error_ = false;
+  std::string syntax_error_;
 };
 
 }  // namespace
@@ -634,23 +814,14 @@ bool ParseGraph(const std::string& text, const std::string& file, const GraphLoa
                        kMaxJsonDepth);
     return false;
   }
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    // Parse again with exceptions only to recover the position for the message.
-    try {
-      (void)json::parse(text);
-      *err = fmt::format("{}: invalid JSON", file);
-    } catch (const json::parse_error& e) {
-      std::string what = e.what();
-      size_t close = what.find("] ");
-      *err = fmt::format("{}: invalid JSON: {}", file,
-                         close == std::string::npos ? what : what.substr(close + 2));
-    }
-    return false;
-  }
   *graph = Graph();
   GraphParser parser(file, options, graph, err);
-  return parser.Parse(doc);
+  StreamingReader reader(&parser);
+  if (json::sax_parse(text, &reader)) return parser.Finish();
+  if (!reader.semantic_error())
+    *err = fmt::format("{}: invalid JSON: {}", file,
+                       reader.syntax_error().empty() ? "unexpected input" : reader.syntax_error());
+  return false;
 }
 
 bool LoadGraphFile(const std::string& path, const GraphLoadOptions& options, Graph* graph,

@@ -24,17 +24,15 @@ class Lowering {
     fwd_ops_ = std::move(g_.ops);
     g_.ops.clear();
     n_fwd_tensors_ = g_.tensors.size();
-    // Op indices stay valid when every optimizer op comes after the forward.
-    bool seen_optimizer = false, stable = true;
-    for (const Op& op : fwd_ops_) {
-      if (op.phase == Phase::kOptimizer) seen_optimizer = true;
-      else if (seen_optimizer) stable = false;
-    }
+    // Forward ops keep their positions (and index entries) unless the graph
+    // has optimizer ops, which move after the backward.
+    bool stable = true;
+    for (const Op& op : fwd_ops_) stable = stable && op.phase != Phase::kOptimizer;
     if (!stable) {
-      // Rebuilt by Finalize; meanwhile the optimizer ops' ids stay taken.
-      g_.op_index.clear();
+      // Rebuilt as ops are pushed; meanwhile the optimizer ops' ids stay taken.
+      g_.op_index.Clear();
       for (const Op& op : fwd_ops_)
-        if (op.phase == Phase::kOptimizer) g_.op_index.emplace(op.id, -1);
+        if (op.phase == Phase::kOptimizer) reserved_op_ids_.insert(op.id);
     }
 
     PropagateRequiresGrad();
@@ -44,8 +42,7 @@ class Lowering {
     EmitSeeds();
     EmitBackward();
     for (Op& op : fwd_ops_)
-      if (op.phase == Phase::kOptimizer) PushOp(std::move(op), /*index=*/!stable);
-    if (!stable) g_.op_index.clear();
+      if (op.phase == Phase::kOptimizer) PushOp(std::move(op), /*index=*/true);
     Warn(warnings);
     if (seeds_ == 0)
       warnings->push_back("no graph output depends on a parameter; the backward is empty");
@@ -104,38 +101,41 @@ class Lowering {
     size_t seeds = g_.outputs.size();
     g_.tensors.reserve(n_fwd_tensors_ + 2 * (contributions + seeds) + extras);
     g_.ops.reserve(fwd_ops_.size() + backward_ops + contributions + 2 * seeds);
-    g_.tensor_index.reserve(g_.tensors.capacity());
-    g_.op_index.reserve(g_.ops.capacity());
+    g_.tensor_index.Reserve(g_.tensors.capacity());
+    g_.op_index.Reserve(g_.ops.capacity());
   }
 
-  std::string UniqueName(const NameIndex& taken, std::string name) {
-    if (!taken.count(name)) return name;
+  template <class Taken>
+  static std::string UniqueName(std::string name, Taken taken) {
+    if (!taken(name)) return name;
     for (int k = 1;; ++k) {
       std::string candidate = fmt::format("{}~{}", name, k);
-      if (!taken.count(candidate)) return candidate;
+      if (!taken(candidate)) return candidate;
     }
   }
 
   int AddTensor(std::string id, std::vector<Dim> shape, DType dtype) {
     Tensor t;
-    t.id = UniqueName(g_.tensor_index, std::move(id));
+    t.id = UniqueName(std::move(id), [&](const std::string& n) { return g_.FindTensor(n) >= 0; });
     t.shape = std::move(shape);
     t.dtype = dtype;
     t.kind = TensorKind::kGradient;
     int index = static_cast<int>(g_.tensors.size());
-    g_.tensor_index.emplace(t.id, index);
     g_.tensors.push_back(std::move(t));
+    g_.IndexTensor(index);
     return index;
   }
 
   void PushOp(Op op, bool index) {
-    if (index) g_.op_index.emplace(op.id, static_cast<int>(g_.ops.size()));
     g_.ops.push_back(std::move(op));
+    if (index) g_.IndexOp(static_cast<int>(g_.ops.size()) - 1);
   }
 
   Op NewOp(const std::string& id, std::string type) {
     Op op;
-    op.id = UniqueName(g_.op_index, id);
+    op.id = UniqueName(id, [&](const std::string& n) {
+      return g_.FindOp(n) >= 0 || reserved_op_ids_.count(n) > 0;
+    });
     op.type = std::move(type);
     op.phase = Phase::kBackward;
     return op;
@@ -265,9 +265,9 @@ class Lowering {
 
   void Warn(std::vector<std::string>* warnings) const {
     for (const auto& [type, ops] : unknown_) {
-      std::string more =
-          ops.size() > 1 ? fmt::format(" and {} more op{}", ops.size() - 1, ops.size() > 2 ? "s" : "")
-                         : "";
+      std::string more = ops.size() > 1 ? fmt::format(" and {} more op{}", ops.size() - 1,
+                                                      ops.size() > 2 ? "s" : "")
+                                        : "";
       warnings->push_back(fmt::format(
           "op \"{}\"{} of unknown type \"{}\": lowered conservatively (its backward saves every "
           "input and costs 2x its forward)",
@@ -277,6 +277,7 @@ class Lowering {
 
   Graph& g_;
   std::vector<Op> fwd_ops_;
+  std::unordered_set<std::string> reserved_op_ids_;
   size_t n_fwd_tensors_ = 0;
   std::vector<bool> rg_, needs_bw_;
   std::vector<BackwardRule> rules_;

@@ -80,6 +80,7 @@ struct AnalyzeFlags {
   std::string json, trace;
   int top = 10;
   bool quiet = false;
+  bool timings = false;
 };
 
 int RunAnalyze(const AnalyzeFlags& f) {
@@ -98,6 +99,9 @@ int RunAnalyze(const AnalyzeFlags& f) {
   if (!f.trace.empty() && !WriteFile(f.trace, ChromeTraceJson(jg.graph, a.program, a.sim), &err))
     return Error(err);
   if (!f.quiet) std::fputs(AnalyzeSummary(jg, a, f.top).c_str(), stdout);
+  if (f.timings)
+    std::fprintf(stderr, "memplan: timings: parse %.3f s, lower %.3f s, analyze %.3f s\n",
+                 jg.parse_seconds, jg.lower_seconds, a.seconds);
   ExitNow(kExitOk);
 }
 
@@ -148,6 +152,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   a->add_flag("-q,--quiet", analyze.quiet, "no summary on stdout");
+  a->add_flag("--timings", analyze.timings, "print the time of each phase on stderr");
   a->footer(
       "Examples:\n"
       "  memplan analyze examples/mlp.graph.json\n"
