@@ -21,6 +21,8 @@ class Replay {
       : g_(g), p_(p), opt_(o), r_(r), kept_(KeptToEnd(g)) {}
 
   // snapshot_step: collect live_at_peak at this step (-1: after start-up).
+  // With snapshot_step >= -1, stops right after collecting what is alive
+  // at that step (the rest of the result is then partial).
   bool Run(int snapshot_step, std::string* err) {
     err_ = err;
     snapshot_step_ = snapshot_step;
@@ -44,12 +46,16 @@ class Replay {
     r_->start_bytes = live_;
     r_->peak_bytes = live_;
     r_->peak_step = -1;
-    if (snapshot_step_ == -1) Snapshot(nullptr, {}, 0);
+    if (snapshot_step_ == -1) {
+      Snapshot(nullptr, {}, 0);
+      return true;
+    }
     for (size_t s = 0; s < p_.steps.size(); ++s) {
       step_ = static_cast<int>(s);
       const Step& step = p_.steps[s];
       bool ok = step.IsRun() ? RunStep(step) : FreeStep(step);
       if (!ok) return false;
+      if (step_ == snapshot_step_) return true;
     }
     r_->end_bytes = live_;
     if (opt_.require_complete && !CheckEnd()) return false;
@@ -293,11 +299,17 @@ class Replay {
 
 bool Simulate(const Graph& g, const Program& program, const SimOptions& options, SimResult* result,
               std::string* err) {
-  Replay replay(g, program, options, result);
-  if (!replay.Run(-2, err)) return false;
-  int peak_step = result->peak_step;
-  // A second, identical replay collects what is alive at the peak.
-  return replay.Run(peak_step, err);
+  {
+    Replay replay(g, program, options, result);
+    if (!replay.Run(-2, err)) return false;
+  }
+  // A second replay, up to the peak, collects what is alive then.
+  SimResult at_peak;
+  Replay replay(g, program, options, &at_peak);
+  if (!replay.Run(result->peak_step, err)) return false;
+  result->live_at_peak = std::move(at_peak.live_at_peak);
+  result->peak_by_kind = at_peak.peak_by_kind;
+  return true;
 }
 
 int64_t PeakLowerBound(const Graph& g) {
