@@ -66,6 +66,40 @@ std::string PointerToken(const std::string& key) {
   return out;
 }
 
+// A JSON object as a DOM, or as the flat key/value list the streaming reader
+// collects for each tensor and op (no map to build). With duplicate keys the
+// last one wins, as in the DOM.
+class ObjectView {
+ public:
+  ObjectView(const json& object) : json_(&object) {}  // NOLINT: implicit on purpose
+  ObjectView(const std::string* keys, const json* values, size_t n)
+      : keys_(keys), values_(values), n_(n) {}
+
+  const json* Find(const char* key) const {
+    if (json_ != nullptr) {
+      auto it = json_->find(key);
+      return it == json_->end() ? nullptr : &*it;
+    }
+    for (size_t i = n_; i-- > 0;)
+      if (keys_[i] == key) return &values_[i];
+    return nullptr;
+  }
+  template <class F>
+  void ForEach(F f) const {
+    if (json_ != nullptr) {
+      for (auto it = json_->begin(); it != json_->end(); ++it) f(it.key(), it.value());
+      return;
+    }
+    for (size_t i = 0; i < n_; ++i) f(keys_[i], values_[i]);
+  }
+
+ private:
+  const json* json_ = nullptr;
+  const std::string* keys_ = nullptr;
+  const json* values_ = nullptr;
+  size_t n_ = 0;
+};
+
 // Collects the first error; every check returns false once one is recorded.
 class Reader {
  public:
@@ -83,26 +117,27 @@ class Reader {
   }
 
   // Optional string member; `out` untouched when absent.
-  bool OptString(const json& obj, const std::string& ptr, const char* key, std::string* out) {
-    auto it = obj.find(key);
-    if (it == obj.end()) return true;
+  bool OptString(ObjectView obj, const std::string& ptr, const char* key, std::string* out) {
+    const json* it = obj.Find(key);
+    if (!it) return true;
     if (!it->is_string()) return WrongType(ptr + "/" + key, *it, "a string");
     *out = it->get<std::string>();
     return true;
   }
-  bool ReqString(const json& obj, const std::string& ptr, const char* key, std::string* out,
+  bool ReqString(ObjectView obj, const std::string& ptr, const char* key, std::string* out,
                  bool non_empty) {
-    auto it = obj.find(key);
+    const json* it = obj.Find(key);
     const char* expected = non_empty ? "a non-empty string" : "a string";
-    if (it == obj.end()) return Missing(ptr + "/" + key, expected);
+    if (!it) return Missing(ptr + "/" + key, expected);
     if (!it->is_string() || (non_empty && it->get_ref<const std::string&>().empty()))
       return WrongType(ptr + "/" + key, *it, expected);
     *out = it->get<std::string>();
     return true;
   }
-  bool OptNonNegativeNumber(const json& obj, const std::string& ptr, const char* key, double* out) {
-    auto it = obj.find(key);
-    if (it == obj.end()) return true;
+  bool OptNonNegativeNumber(ObjectView obj, const std::string& ptr, const char* key,
+                            double* out) {
+    const json* it = obj.Find(key);
+    if (!it) return true;
     if (!it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>()))
       return WrongType(ptr + "/" + key, *it, "a non-negative number");
     *out = it->get<double>();
@@ -120,21 +155,13 @@ bool IsNonNegativeInteger(const json& j) {
   return false;
 }
 
-std::string ExtraKeys(const json& obj, std::initializer_list<const char*> known) {
-  auto is_known = [&](const std::string& key) {
+std::string ExtraKeys(ObjectView obj, std::initializer_list<const char*> known) {
+  json extra;
+  obj.ForEach([&](const std::string& key, const json& value) {
     for (const char* k : known)
-      if (key == k) return true;
-    return false;
-  };
-  bool any = false;
-  for (auto it = obj.begin(); it != obj.end() && !any; ++it) any = !is_known(it.key());
-  if (!any) return std::string();
-  json extra = json::object();
-  for (auto it = obj.begin(); it != obj.end(); ++it) {
-    bool is_known = false;
-    for (const char* k : known) is_known = is_known || it.key() == k;
-    if (!is_known) extra[it.key()] = it.value();
-  }
+      if (key == k) return;
+    extra[key] = value;  // a sorted object: the same text for any key order
+  });
   return extra.empty() ? std::string() : extra.dump();
 }
 
@@ -170,6 +197,9 @@ class GraphParser {
 
   bool OnElement(const std::string& key, size_t i, const json& value) {
     return key == "tensors" ? ParseTensor(i, value) : ParseOp(i, value);
+  }
+  bool OnFlatElement(const std::string& key, size_t i, ObjectView object) {
+    return key == "tensors" ? ParseTensorObject(i, object) : ParseOpObject(i, object);
   }
 
   bool EndElements(const std::string& key) {
@@ -242,9 +272,9 @@ class GraphParser {
     return true;
   }
 
-  bool ParseShape(const json& t, const std::string& ptr, Tensor* tensor) {
-    auto it = t.find("shape");
-    if (it == t.end()) return r_.Missing(ptr + "/shape", "an array of dimensions");
+  bool ParseShape(ObjectView t, const std::string& ptr, Tensor* tensor) {
+    const json* it = t.Find("shape");
+    if (!it) return r_.Missing(ptr + "/shape", "an array of dimensions");
     if (!it->is_array()) return r_.WrongType(ptr + "/shape", *it, "an array of dimensions");
     for (size_t i = 0; i < it->size(); ++i) {
       const json& d = (*it)[i];
@@ -295,8 +325,12 @@ class GraphParser {
   }
 
   bool ParseTensor(size_t i, const json& t) {
+    if (!t.is_object()) return r_.WrongType(fmt::format("/tensors/{}", i), t, "an object");
+    return ParseTensorObject(i, t);
+  }
+
+  bool ParseTensorObject(size_t i, ObjectView t) {
     std::string ptr = fmt::format("/tensors/{}", i);
-    if (!t.is_object()) return r_.WrongType(ptr, t, "an object");
     Tensor& tensor = g_->tensors.emplace_back();  // position i
     if (!r_.ReqString(t, ptr, "id", &tensor.id, true)) return false;
     int first = g_->IndexTensor(static_cast<int>(i));
@@ -306,14 +340,14 @@ class GraphParser {
                                               Quote(tensor.id), first));
     if (!ParseShape(t, ptr, &tensor)) return false;
     std::string dtype;
-    auto d = t.find("dtype");
-    if (d == t.end()) return r_.Missing(ptr + "/dtype", "a dtype name");
+    const json* d = t.Find("dtype");
+    if (!d) return r_.Missing(ptr + "/dtype", "a dtype name");
     if (!d->is_string()) return r_.WrongType(ptr + "/dtype", *d, "a dtype name");
     if (!ParseDType(d->get<std::string>(), &tensor.dtype))
       return r_.Fail(ptr + "/dtype",
                      fmt::format("unknown dtype {}; expected one of {}", Found(*d), DTypeList()));
-    auto k = t.find("kind");
-    bool kind_given = k != t.end();
+    const json* k = t.Find("kind");
+    bool kind_given = k != nullptr;
     if (kind_given) {
       if (!k->is_string() || !ParseTensorKind(k->get<std::string>(), &tensor.kind))
         return r_.Fail(ptr + "/kind",
@@ -376,10 +410,10 @@ class GraphParser {
     return true;
   }
 
-  bool TensorList(const json& obj, const std::string& ptr, const char* key, bool required,
+  bool TensorList(ObjectView obj, const std::string& ptr, const char* key, bool required,
                   std::vector<int>* out) {
-    auto it = obj.find(key);
-    if (it == obj.end())
+    const json* it = obj.Find(key);
+    if (!it)
       return required ? r_.Missing(ptr + "/" + key, "an array of tensor ids") : true;
     if (!it->is_array()) return r_.WrongType(ptr + "/" + key, *it, "an array of tensor ids");
     out->reserve(it->size());
@@ -404,8 +438,12 @@ class GraphParser {
   }
 
   bool ParseOp(size_t i, const json& o) {
+    if (!o.is_object()) return r_.WrongType(fmt::format("/ops/{}", i), o, "an object");
+    return ParseOpObject(i, o);
+  }
+
+  bool ParseOpObject(size_t i, ObjectView o) {
     std::string ptr = fmt::format("/ops/{}", i);
-    if (!o.is_object()) return r_.WrongType(ptr, o, "an object");
     Op& op = g_->ops.emplace_back();  // position i
     if (!r_.ReqString(o, ptr, "id", &op.id, true)) return false;
     int first = g_->IndexOp(static_cast<int>(i));
@@ -416,16 +454,16 @@ class GraphParser {
     if (!TensorList(o, ptr, "inputs", true, &op.inputs) ||
         !TensorList(o, ptr, "outputs", true, &op.outputs))
       return false;
-    auto ph = o.find("phase");
-    if (ph != o.end() && (!ph->is_string() || !ParsePhase(ph->get<std::string>(), &op.phase)))
+    const json* ph = o.Find("phase");
+    if (ph && (!ph->is_string() || !ParsePhase(ph->get<std::string>(), &op.phase)))
       return r_.Fail(ptr + "/phase", fmt::format("unknown phase {}; expected forward, "
                                                  "backward or optimizer",
                                                  Found(*ph)));
     if (!r_.OptNonNegativeNumber(o, ptr, "flops", &op.flops) ||
         !r_.OptNonNegativeNumber(o, ptr, "time_us", &op.time_us))
       return false;
-    auto ws = o.find("workspace_bytes");
-    if (ws != o.end()) {
+    const json* ws = o.Find("workspace_bytes");
+    if (ws) {
       if (!IsNonNegativeInteger(*ws))
         return r_.WrongType(ptr + "/workspace_bytes", *ws, "a non-negative integer");
       op.workspace_bytes = ws->get<int64_t>();
@@ -434,10 +472,10 @@ class GraphParser {
                        "the bytes of all tensors and workspaces together overflow 64-bit "
                        "arithmetic; expected a graph under 2^61 bytes");
     }
-    op.saves_given = o.contains("saves");
+    op.saves_given = o.Find("saves") != nullptr;
     if (!TensorList(o, ptr, "saves", false, &op.saves)) return false;
-    auto acc = o.find("accumulate");
-    if (acc != o.end()) {
+    const json* acc = o.Find("accumulate");
+    if (acc) {
       if (!acc->is_boolean()) return r_.WrongType(ptr + "/accumulate", *acc, "a boolean");
       op.accumulate = acc->get<bool>();
     }
@@ -680,6 +718,16 @@ class StreamingReader final : public nlohmann::json_sax<json> {
   }
   bool key(string_t& k) override {
     if (builder_) return Forward(builder_->key(k));
+    if (flat_) {
+      if (flat_keys_.size() <= flat_n_) {
+        flat_keys_.emplace_back();
+        flat_values_.emplace_back();
+      }
+      flat_keys_[flat_n_] = k;
+      flat_values_[flat_n_] = json();
+      ++flat_n_;
+      return true;
+    }
     key_ = k;
     return true;
   }
@@ -710,6 +758,10 @@ class StreamingReader final : public nlohmann::json_sax<json> {
     }
     if (depth_ == 0) return Semantic(parser_->OnRootNotObject(value));
     if (depth_ == 1) return Semantic(parser_->OnMember(key_, std::move(value)));
+    if (flat_) {
+      flat_values_[flat_n_ - 1] = std::move(value);
+      return true;
+    }
     return Semantic(parser_->OnElement(key_, index_++, value));  // depth 2: streamed element
   }
 
@@ -727,8 +779,15 @@ class StreamingReader final : public nlohmann::json_sax<json> {
         ++depth_;
         return Semantic(parser_->BeginElements(key_));
       }
-      built_ = json();
-      builder_.emplace(built_, /*allow_exceptions=*/false);
+      if (streaming_ && depth_ == 2 && object) {  // a tensor or op: collected flat
+        flat_ = true;
+        flat_n_ = 0;
+        ++depth_;
+        return true;
+      }
+      json& target = flat_ ? flat_values_[flat_n_ - 1] : built_;
+      target = json();
+      builder_.emplace(target, /*allow_exceptions=*/false);
       builder_depth_ = depth_;
     }
     ++depth_;
@@ -743,7 +802,13 @@ class StreamingReader final : public nlohmann::json_sax<json> {
       if (depth_ != builder_depth_) return true;
       builder_.reset();
       if (builder_depth_ == 1) return Semantic(parser_->OnMember(key_, std::move(built_)));
-      return Semantic(parser_->OnElement(key_, index_++, built_));
+      if (builder_depth_ == 2) return Semantic(parser_->OnElement(key_, index_++, built_));
+      return true;  // a member of a flat element, built in place
+    }
+    if (flat_ && depth_ == 2) {
+      flat_ = false;
+      return Semantic(parser_->OnFlatElement(
+          key_, index_++, ObjectView(flat_keys_.data(), flat_values_.data(), flat_n_)));
     }
     if (streaming_ && depth_ == 1) {
       streaming_ = false;
@@ -759,6 +824,11 @@ class StreamingReader final : public nlohmann::json_sax<json> {
   int builder_depth_ = 0;  // depth_ where the value being built started
   bool streaming_ = false;
   size_t index_ = 0;
+  // The tensor or op being collected (flat_): its members, reused.
+  bool flat_ = false;
+  size_t flat_n_ = 0;
+  std::vector<std::string> flat_keys_;
+  std::vector<json> flat_values_;
   std::string key_;
   bool semantic_error_ = false;
   std::string syntax_error_;
