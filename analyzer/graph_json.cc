@@ -901,69 +901,79 @@ bool LoadGraphFile(const std::string& path, const GraphLoadOptions& options, Gra
   return ParseGraph(text, path, options, graph, err);
 }
 
-std::string GraphToJson(const Graph& g) {
-  ojson doc;
-  doc["format"] = "memplan.graph/1";
-  doc["name"] = g.name;
-  if (!g.source.empty()) doc["source"] = ojson::parse(g.source);
+namespace {
+
+ojson TensorJson(const Graph& g, const Tensor& t) {
+  ojson jt;
+  jt["id"] = t.id;
+  ojson shape = ojson::array();
+  for (const Dim& d : t.shape) {
+    if (d.symbol.empty())
+      shape.push_back(d.value);
+    else
+      shape.push_back(d.symbol);
+  }
+  jt["shape"] = std::move(shape);
+  jt["dtype"] = DTypeName(t.dtype);
+  jt["kind"] = TensorKindName(t.kind);
+  if (t.alias_of >= 0) jt["alias_of"] = g.tensors[t.alias_of].id;
+  if (t.grad_of >= 0) jt["grad_of"] = g.tensors[t.grad_of].id;
+  if (!t.extra.empty()) {
+    const ojson extra = ojson::parse(t.extra);
+    for (const auto& [k, v] : extra.items()) jt[k] = v;
+  }
+  return jt;
+}
+
+ojson OpJson(const Graph& g, const Op& op) {
+  ojson jo;
+  jo["id"] = op.id;
+  jo["type"] = op.type;
+  ojson in = ojson::array(), out = ojson::array();
+  for (int t : op.inputs) in.push_back(g.tensors[t].id);
+  for (int t : op.outputs) out.push_back(g.tensors[t].id);
+  jo["inputs"] = std::move(in);
+  jo["outputs"] = std::move(out);
+  jo["phase"] = PhaseName(op.phase);
+  if (op.flops >= 0) jo["flops"] = op.flops;
+  if (op.time_us >= 0) jo["time_us"] = op.time_us;
+  if (op.workspace_bytes > 0) jo["workspace_bytes"] = op.workspace_bytes;
+  if (op.saves_given) {
+    ojson saves = ojson::array();
+    for (int t : op.saves) saves.push_back(g.tensors[t].id);
+    jo["saves"] = std::move(saves);
+  }
+  if (op.accumulate) jo["accumulate"] = true;
+  if (!op.scope.empty()) jo["scope"] = op.scope;
+  if (!op.extra.empty()) {
+    const ojson extra = ojson::parse(op.extra);
+    for (const auto& [k, v] : extra.items()) jo[k] = v;
+  }
+  return jo;
+}
+
+}  // namespace
+
+void WriteGraphJson(const Graph& g, std::ostream& out) {
+  out << "{\n \"format\": \"memplan.graph/1\",\n \"name\": " << ojson(g.name).dump() << ",\n";
+  if (!g.source.empty()) out << " \"source\": " << ojson::parse(g.source).dump() << ",\n";
   ojson symbols = ojson::object();
   for (const auto& [n, v] : g.symbols) symbols[n] = v;
-  doc["symbols"] = symbols;
-  ojson tensors = ojson::array();
-  for (const Tensor& t : g.tensors) {
-    ojson jt;
-    jt["id"] = t.id;
-    ojson shape = ojson::array();
-    for (const Dim& d : t.shape) {
-      if (d.symbol.empty())
-        shape.push_back(d.value);
-      else
-        shape.push_back(d.symbol);
-    }
-    jt["shape"] = shape;
-    jt["dtype"] = DTypeName(t.dtype);
-    jt["kind"] = TensorKindName(t.kind);
-    if (t.alias_of >= 0) jt["alias_of"] = g.tensors[t.alias_of].id;
-    if (t.grad_of >= 0) jt["grad_of"] = g.tensors[t.grad_of].id;
-    if (!t.extra.empty()) {
-      const ojson extra = ojson::parse(t.extra);
-      for (const auto& [k, v] : extra.items()) jt[k] = v;
-    }
-    tensors.push_back(std::move(jt));
-  }
-  doc["tensors"] = std::move(tensors);
-  ojson ops = ojson::array();
-  for (const Op& op : g.ops) {
-    ojson jo;
-    jo["id"] = op.id;
-    jo["type"] = op.type;
-    ojson in = ojson::array(), out = ojson::array();
-    for (int t : op.inputs) in.push_back(g.tensors[t].id);
-    for (int t : op.outputs) out.push_back(g.tensors[t].id);
-    jo["inputs"] = std::move(in);
-    jo["outputs"] = std::move(out);
-    jo["phase"] = PhaseName(op.phase);
-    if (op.flops >= 0) jo["flops"] = op.flops;
-    if (op.time_us >= 0) jo["time_us"] = op.time_us;
-    if (op.workspace_bytes > 0) jo["workspace_bytes"] = op.workspace_bytes;
-    if (op.saves_given) {
-      ojson saves = ojson::array();
-      for (int t : op.saves) saves.push_back(g.tensors[t].id);
-      jo["saves"] = std::move(saves);
-    }
-    if (op.accumulate) jo["accumulate"] = true;
-    if (!op.scope.empty()) jo["scope"] = op.scope;
-    if (!op.extra.empty()) {
-      const ojson extra = ojson::parse(op.extra);
-      for (const auto& [k, v] : extra.items()) jo[k] = v;
-    }
-    ops.push_back(std::move(jo));
-  }
-  doc["ops"] = std::move(ops);
+  out << " \"symbols\": " << symbols.dump() << ",\n \"tensors\": [";
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    out << (t ? ",\n  " : "\n  ") << TensorJson(g, g.tensors[t]).dump();
+  out << "\n ],\n \"ops\": [";
+  for (size_t o = 0; o < g.ops.size(); ++o)
+    out << (o ? ",\n  " : "\n  ") << OpJson(g, g.ops[o]).dump();
   ojson outputs = ojson::array();
   for (int t : g.outputs) outputs.push_back(g.tensors[t].id);
-  doc["outputs"] = std::move(outputs);
-  return doc.dump(1) + "\n";
+  out << "\n ],\n \"outputs\": " << outputs.dump() << "\n}\n";
+}
+
+std::string GraphToJson(const Graph& g) {
+  std::ostringstream out;
+  WriteGraphJson(g, out);
+  return std::move(out).str();
 }
 
 }  // namespace memplan

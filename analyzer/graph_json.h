@@ -5,6 +5,7 @@
 #ifndef MEMPLAN_ANALYZER_GRAPH_JSON_H_
 #define MEMPLAN_ANALYZER_GRAPH_JSON_H_
 
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,7 +28,9 @@ bool ParseGraph(const std::string& text, const std::string& file, const GraphLoa
 bool LoadGraphFile(const std::string& path, const GraphLoadOptions& options, Graph* graph,
                    std::string* err);
 
-// Serializes a graph as memplan.graph/1 (symbols kept symbolic), 1-space indent.
+// Serializes a graph as memplan.graph/1 (symbols kept symbolic), one tensor
+// or op per line, streamed so memory does not grow with the output.
+void WriteGraphJson(const Graph& graph, std::ostream& out);
 std::string GraphToJson(const Graph& graph);
 
 // Reads a whole file; false with a message naming the file on failure.

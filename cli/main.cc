@@ -117,7 +117,11 @@ int RunLower(const LowerFlags& f) {
   JointGraph jg;
   if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
   PrintWarnings(jg.warnings);
-  if (!WriteFile(f.out, GraphToJson(jg.graph), &err)) return Error(err);
+  {
+    std::ofstream out(f.out, std::ios::binary | std::ios::trunc);
+    if (out) WriteGraphJson(jg.graph, out);
+    if (!out) return Error("cannot write " + f.out);
+  }
   size_t backward = 0;
   for (const Op& op : jg.graph.ops) backward += op.phase == Phase::kBackward;
   if (jg.lowered)
