@@ -12,6 +12,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "analyzer/json_scan.h"
+
 namespace memplan {
 namespace {
 
@@ -134,8 +136,7 @@ class Reader {
     *out = it->get<std::string>();
     return true;
   }
-  bool OptNonNegativeNumber(ObjectView obj, const std::string& ptr, const char* key,
-                            double* out) {
+  bool OptNonNegativeNumber(ObjectView obj, const std::string& ptr, const char* key, double* out) {
     const json* it = obj.Find(key);
     if (!it) return true;
     if (!it->is_number() || !(it->get<double>() >= 0) || !std::isfinite(it->get<double>()))
@@ -413,8 +414,7 @@ class GraphParser {
   bool TensorList(ObjectView obj, const std::string& ptr, const char* key, bool required,
                   std::vector<int>* out) {
     const json* it = obj.Find(key);
-    if (!it)
-      return required ? r_.Missing(ptr + "/" + key, "an array of tensor ids") : true;
+    if (!it) return required ? r_.Missing(ptr + "/" + key, "an array of tensor ids") : true;
     if (!it->is_array()) return r_.WrongType(ptr + "/" + key, *it, "an array of tensor ids");
     out->reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
@@ -884,6 +884,16 @@ bool ParseGraph(const std::string& text, const std::string& file, const GraphLoa
                        kMaxJsonDepth);
     return false;
   }
+  {
+    *graph = Graph();
+    GraphParser parser(file, options, graph, err);
+    StreamingReader reader(&parser);
+    ScanResult scan = ScanJson(text, &reader);
+    if (scan == ScanResult::kOk) return parser.Finish();
+    if (scan == ScanResult::kStopped) return false;
+  }
+  // A syntax error: parse again with nlohmann to report it in its words (and
+  // any error in the input before it, as the fast scan would have).
   *graph = Graph();
   GraphParser parser(file, options, graph, err);
   StreamingReader reader(&parser);
