@@ -861,11 +861,23 @@ bool CheckJsonDepth(const std::string& text, int max_depth, std::string* err) {
 }
 
 bool ReadFile(const std::string& path, std::string* contents, std::string* err) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) {
     *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));
     return false;
   }
+  std::streamoff size = in.tellg();
+  if (size >= 0) {  // a regular file: one read
+    contents->resize(static_cast<size_t>(size));
+    in.seekg(0);
+    if (!in.read(contents->data(), size)) {
+      *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+      return false;
+    }
+    return true;
+  }
+  in.clear();
+  in.seekg(0);
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) {
@@ -878,22 +890,28 @@ bool ReadFile(const std::string& path, std::string* contents, std::string* err) 
 
 bool ParseGraph(const std::string& text, const std::string& file, const GraphLoadOptions& options,
                 Graph* graph, std::string* err) {
-  std::string depth_err;
-  if (!CheckJsonDepth(text, kMaxJsonDepth, &depth_err)) {
-    *err = fmt::format("{}: {}; expected at most {} levels of arrays and objects", file, depth_err,
+  auto depth_error = [&](const std::string& what) {
+    *err = fmt::format("{}: {}; expected at most {} levels of arrays and objects", file, what,
                        kMaxJsonDepth);
     return false;
-  }
+  };
   {
     *graph = Graph();
     GraphParser parser(file, options, graph, err);
     StreamingReader reader(&parser);
-    ScanResult scan = ScanJson(text, &reader);
+    size_t deep_at = 0;
+    ScanResult scan = ScanJson(text, &reader, kMaxJsonDepth, &deep_at);
     if (scan == ScanResult::kOk) return parser.Finish();
     if (scan == ScanResult::kStopped) return false;
+    if (scan == ScanResult::kTooDeep)
+      return depth_error(
+          fmt::format("nesting deeper than {} levels at byte {}", kMaxJsonDepth, deep_at));
   }
   // A syntax error: parse again with nlohmann to report it in its words (and
-  // any error in the input before it, as the fast scan would have).
+  // any error in the input before it, as the fast scan would have). Its SAX
+  // parser has no depth limit, so check the depth first.
+  std::string depth_err;
+  if (!CheckJsonDepth(text, kMaxJsonDepth, &depth_err)) return depth_error(depth_err);
   *graph = Graph();
   GraphParser parser(file, options, graph, err);
   StreamingReader reader(&parser);

@@ -20,7 +20,7 @@
 
 namespace memplan {
 
-enum class ScanResult { kOk, kStopped, kSyntaxError };
+enum class ScanResult { kOk, kStopped, kSyntaxError, kTooDeep };
 
 namespace json_scan_internal {
 
@@ -53,7 +53,9 @@ inline void AppendUtf8(uint32_t cp, std::string* out) {
 
 class Scanner {
  public:
-  explicit Scanner(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+  explicit Scanner(std::string_view text)
+      : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()) {}
+  size_t Offset() const { return static_cast<size_t>(p_ - begin_); }
 
   // A string body after the opening quote, into *out; false on bad input.
   bool String(std::string* out) {
@@ -243,6 +245,7 @@ class Scanner {
     return true;
   }
 
+  const char* begin_;
   const char* p_;
   const char* end_;
   std::string token_;
@@ -253,12 +256,23 @@ class Scanner {
 // Scans `text`, calling sax->null(), boolean(b), number_integer(i),
 // number_unsigned(u), number_float(d, text), string(s), key(s),
 // start_object(-1), end_object(), start_array(-1), end_array() as nlohmann's
-// SAX parser would. kStopped: the handler returned false.
+// SAX parser would. kStopped: the handler returned false. kTooDeep: more than
+// max_depth arrays and objects are open; *deep_at is the byte offset of the
+// bracket that opens one too many.
 template <class Sax>
-ScanResult ScanJson(std::string_view text, Sax* sax) {
+ScanResult ScanJson(std::string_view text, Sax* sax, size_t max_depth = SIZE_MAX,
+                    size_t* deep_at = nullptr) {
   using json_scan_internal::Scanner;
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // a BOM, as nlohmann
+  size_t skipped = 0;
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") {  // a BOM, skipped as nlohmann does
+    text.remove_prefix(3);
+    skipped = 3;
+  }
   Scanner s(text);
+  auto too_deep = [&] {
+    if (deep_at != nullptr) *deep_at = skipped + s.Offset();
+    return ScanResult::kTooDeep;
+  };
   std::string buffer;
   // Containers open: true for objects.
   std::vector<bool> stack;
@@ -313,12 +327,14 @@ ScanResult ScanJson(std::string_view text, Sax* sax) {
     want = Want::kAfterValue;
     switch (c) {
       case '{':
+        if (stack.size() >= max_depth) return too_deep();
         s.Advance();
         stack.push_back(true);
         if (!sax->start_object(static_cast<std::size_t>(-1))) return ScanResult::kStopped;
         want = Want::kKeyOrEnd;
         break;
       case '[':
+        if (stack.size() >= max_depth) return too_deep();
         s.Advance();
         stack.push_back(false);
         if (!sax->start_array(static_cast<std::size_t>(-1))) return ScanResult::kStopped;

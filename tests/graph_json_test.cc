@@ -73,12 +73,23 @@ TEST_CASE("graph_json: invalid JSON syntax") {
 TEST_CASE("graph_json: nesting deeper than kMaxJsonDepth is refused quickly") {
   auto start = std::chrono::steady_clock::now();
   std::string deep(100000, '[');
-  CHECK(Err(deep) ==
-        "g.json: nesting deeper than 64 levels at byte 64; expected at most 64 levels of arrays "
-        "and objects");
+  // Arrays at the root: the first error met is that the root is not an object.
+  CHECK(Err(deep) == "g.json: (root): expected an object, found an array");
   std::string closed = deep + std::string(100000, ']');
-  CHECK(Err(closed) ==
-        "g.json: nesting deeper than 64 levels at byte 64; expected at most 64 levels of arrays "
+  CHECK(Err(closed) == "g.json: (root): expected an object, found an array");
+  std::string deep_objects;
+  for (int i = 0; i < 100000; ++i) deep_objects += R"({"a":)";
+  CHECK(Err(deep_objects) ==
+        "g.json: nesting deeper than 64 levels at byte 320; expected at most 64 levels of "
+        "arrays and objects");
+  // Too deep, then unterminated: the depth is met first. Levels 1 and 2 are
+  // the root object and "a", so the 63rd "[" of `deep` opens level 65.
+  CHECK(Err(R"({"a": [1, )" + deep) ==
+        "g.json: nesting deeper than 64 levels at byte 72; expected at most 64 levels of arrays "
+        "and objects");
+  // A syntax error first, then too deep: still refused for depth, not parsed.
+  CHECK(Err(R"({"a": [1,, )" + deep) ==
+        "g.json: nesting deeper than 64 levels at byte 73; expected at most 64 levels of arrays "
         "and objects");
   // Deep objects inside "source", which the importer would otherwise keep.
   std::string prefix = R"({"format": "memplan.graph/1", "source": )";
