@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <unordered_set>
 
@@ -41,6 +42,7 @@ class Lowering {
     EmitForward(stable);
     EmitSeeds();
     EmitBackward();
+    reserved_op_ids_.clear();  // every generated op is named: the optimizer ops come back
     for (Op& op : fwd_ops_)
       if (op.phase == Phase::kOptimizer) PushOp(std::move(op), /*index=*/true);
     Warn(warnings);
@@ -114,39 +116,58 @@ class Lowering {
     }
   }
 
+  // New ids are almost never taken, so index first and rename on a clash.
   int AddTensor(std::string id, std::vector<Dim> shape, DType dtype) {
-    Tensor t;
-    t.id = UniqueName(std::move(id), [&](const std::string& n) { return g_.FindTensor(n) >= 0; });
+    int index = static_cast<int>(g_.tensors.size());
+    Tensor& t = g_.tensors.emplace_back();
+    t.id = std::move(id);
     t.shape = std::move(shape);
     t.dtype = dtype;
     t.kind = TensorKind::kGradient;
-    int index = static_cast<int>(g_.tensors.size());
-    g_.tensors.push_back(std::move(t));
-    g_.IndexTensor(index);
+    if (g_.IndexTensor(index) >= 0) {
+      t.id = UniqueName(t.id, [&](const std::string& n) { return g_.FindTensor(n) >= 0; });
+      g_.IndexTensor(index);
+    }
     return index;
   }
 
   void PushOp(Op op, bool index) {
+    if (!reserved_op_ids_.empty() && reserved_op_ids_.count(op.id))
+      op.id = UniqueName(op.id, [&](const std::string& n) {
+        return g_.FindOp(n) >= 0 || reserved_op_ids_.count(n) > 0;
+      });
+    int position = static_cast<int>(g_.ops.size());
     g_.ops.push_back(std::move(op));
-    if (index) g_.IndexOp(static_cast<int>(g_.ops.size()) - 1);
+    if (index && g_.IndexOp(position) >= 0) {
+      Op& pushed = g_.ops.back();
+      pushed.id = UniqueName(pushed.id, [&](const std::string& n) {
+        return g_.FindOp(n) >= 0 || reserved_op_ids_.count(n) > 0;
+      });
+      g_.IndexOp(position);
+    }
   }
 
-  Op NewOp(const std::string& id, std::string type) {
+  Op NewOp(std::string id, std::string type) {
     Op op;
-    op.id = UniqueName(id, [&](const std::string& n) {
-      return g_.FindOp(n) >= 0 || reserved_op_ids_.count(n) > 0;
-    });
+    op.id = std::move(id);
     op.type = std::move(type);
     op.phase = Phase::kBackward;
     return op;
   }
 
+  // Moves each forward op into the joint graph; EmitBackward reads it there.
   void EmitForward(bool stable) {
     extras_.resize(fwd_ops_.size());
+    position_.assign(fwd_ops_.size(), -1);
+    num_outputs_.assign(fwd_ops_.size(), 0);
+    saves_.resize(fwd_ops_.size());
+    had_saves_.assign(fwd_ops_.size(), false);
     for (size_t o = 0; o < fwd_ops_.size(); ++o) {
       if (fwd_ops_[o].phase != Phase::kForward) continue;
-      if (fwd_ops_[o].flops < 0) fwd_ops_[o].flops = EstimateFlops(g_, fwd_ops_[o]);
-      Op op = fwd_ops_[o];  // the forward op is still read by EmitBackward
+      Op& op = fwd_ops_[o];
+      if (op.flops < 0) op.flops = EstimateFlops(g_, op);
+      num_outputs_[o] = op.outputs.size();
+      if (op.saves_given) saves_[o] = std::move(op.saves);
       if (needs_bw_[o] && !op.saves_given) {
         for (const SavedExtra& e : rules_[o].extras) {
           int t = AddTensor(op.id + "." + e.suffix, e.shape, e.dtype);
@@ -156,7 +177,9 @@ class Lowering {
         }
       }
       op.saves.clear();
+      had_saves_[o] = op.saves_given;
       op.saves_given = false;
+      position_[o] = static_cast<int>(g_.ops.size());
       PushOp(std::move(op), /*index=*/!stable);
     }
     arrived_.assign(n_fwd_tensors_, 0);
@@ -221,30 +244,30 @@ class Lowering {
   }
 
   void EmitBackward() {
-    std::unordered_set<int> seen;
     for (size_t o = fwd_ops_.size(); o-- > 0;) {
       if (!needs_bw_[o]) continue;
-      const Op& f = fwd_ops_[o];
+      // Valid until the next op is pushed.
+      const Op& f = g_.ops[position_[o]];
       const BackwardRule& rule = rules_[o];
       Op bw = NewOp(f.id + ".bw", CanonicalOpType(f.type) + "_backward");
       bw.scope = f.scope;
       bw.flops = rule.cost_factor * f.flops;
       if (f.time_us >= 0) bw.time_us = rule.cost_factor * f.time_us;
-      seen.clear();
       auto read = [&](int t) {
-        if (seen.insert(t).second) bw.inputs.push_back(t);
+        if (std::find(bw.inputs.begin(), bw.inputs.end(), t) == bw.inputs.end())
+          bw.inputs.push_back(t);
       };
-      for (int out : f.outputs)
-        if (final_grad_[out] >= 0) read(final_grad_[out]);
-      if (f.saves_given) {
-        for (int t : f.saves) read(t);
+      for (size_t k = 0; k < num_outputs_[o]; ++k)
+        if (final_grad_[f.outputs[k]] >= 0) read(final_grad_[f.outputs[k]]);
+      if (had_saves_[o]) {
+        for (int t : saves_[o]) read(t);
       } else {
         for (int i : rule.saved_inputs) read(f.inputs[i]);
         for (int j : rule.saved_outputs) read(f.outputs[j]);
         for (int t : extras_[o]) read(t);
       }
       if (!rule.known) unknown_[CanonicalOpType(f.type)].push_back(f.id);
-      int out_grad = f.outputs.empty() ? -1 : final_grad_[f.outputs[0]];
+      int out_grad = num_outputs_[o] == 0 ? -1 : final_grad_[f.outputs[0]];
       struct Produced {
         int tensor, contribution, arrival;
       };
@@ -257,9 +280,9 @@ class Lowering {
         bw.outputs.push_back(c);
         produced.push_back({f.inputs[i], c, a});
       }
-      PushOp(std::move(bw), /*index=*/true);
-      for (const Produced& p : produced)
-        EmitAccumulate(p.tensor, p.contribution, p.arrival, f.scope);
+      std::string scope = f.scope;
+      PushOp(std::move(bw), /*index=*/true);  // f is not used after this
+      for (const Produced& p : produced) EmitAccumulate(p.tensor, p.contribution, p.arrival, scope);
     }
   }
 
@@ -282,6 +305,12 @@ class Lowering {
   std::vector<bool> rg_, needs_bw_;
   std::vector<BackwardRule> rules_;
   std::vector<std::vector<int>> extras_;
+  // Per forward op: its position in the joint graph, its outputs before the
+  // extras were appended, and its explicit "saves" if it had any.
+  std::vector<int> position_;
+  std::vector<size_t> num_outputs_;
+  std::vector<std::vector<int>> saves_;
+  std::vector<bool> had_saves_;
   std::vector<int> count_, arrived_, partial_, final_grad_;
   std::map<std::string, std::vector<std::string>> unknown_;
   int seeds_ = 0;

@@ -367,3 +367,47 @@ TEST_CASE("op table: canonical names strip the aten namespace and overload") {
 
 }  // namespace
 }  // namespace memplan
+
+namespace memplan {
+namespace {
+
+TEST_CASE("lower: optimizer ops move after the backward and keep their ids") {
+  Graph g = testing::MustLower(R"({"format": "memplan.graph/1", "tensors": [
+      {"id": "w", "shape": [8], "dtype": "float32", "kind": "parameter"},
+      {"id": "h", "shape": [8], "dtype": "float32"},
+      {"id": "loss", "shape": [], "dtype": "float32"},
+      {"id": "step", "shape": [8], "dtype": "float32", "kind": "temporary"}],
+    "ops": [
+      {"id": "f", "type": "tanh", "inputs": ["w"], "outputs": ["h"]},
+      {"id": "sgd", "type": "sgd", "inputs": ["w"], "outputs": ["step"], "phase": "optimizer"},
+      {"id": "l", "type": "mean", "inputs": ["h"], "outputs": ["loss"]}],
+    "outputs": ["loss"]})");
+  REQUIRE(g.ops.size() == 6);
+  CHECK(g.ops.back().id == "sgd");
+  CHECK(g.FindOp("sgd") == 5);
+  CHECK(g.FindOp("f") == 0);
+  CHECK(g.FindOp("l") == 1);
+  CHECK(g.FindOp("f.bw") == 4);
+  for (size_t o = 0; o < g.ops.size(); ++o) CHECK(g.FindOp(g.ops[o].id) == int(o));
+}
+
+TEST_CASE("lower: generated names that are taken get a ~N suffix") {
+  Graph g = testing::MustLower(R"({"format": "memplan.graph/1", "tensors": [
+      {"id": "w", "shape": [8], "dtype": "float32", "kind": "parameter"},
+      {"id": "w.grad", "shape": [8], "dtype": "float32", "kind": "input"},
+      {"id": "h", "shape": [8], "dtype": "float32"},
+      {"id": "loss", "shape": [], "dtype": "float32"}],
+    "ops": [
+      {"id": "f", "type": "mul", "inputs": ["w", "w.grad"], "outputs": ["h"]},
+      {"id": "f.bw", "type": "relu", "inputs": ["h"], "outputs": ["loss"]}],
+    "outputs": ["loss"]})");
+  // The gradient of w and the backward of f need names already in use.
+  CHECK(g.FindTensor("w.grad~1") >= 0);
+  CHECK(g.tensors[g.FindTensor("w.grad~1")].grad_of == g.FindTensor("w"));
+  CHECK(g.FindOp("f.bw~1") >= 0);
+  CHECK(g.ops[g.FindOp("f.bw~1")].type == "mul_backward");
+  for (size_t t = 0; t < g.tensors.size(); ++t) CHECK(g.FindTensor(g.tensors[t].id) == int(t));
+}
+
+}  // namespace
+}  // namespace memplan
