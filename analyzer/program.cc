@@ -82,70 +82,103 @@ std::vector<int> OpOrder(const Graph& g, AccumulationMode mode) {
 
 }  // namespace
 
-Program BuildBaselineProgram(const Graph& g, AccumulationMode mode) {
-  const std::vector<int> order = OpOrder(g, mode);
-  const int steps = static_cast<int>(order.size());
+std::vector<int> ScheduleOrder(const Graph& g, AccumulationMode mode) { return OpOrder(g, mode); }
+
+Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
+                     const std::vector<bool>* keep) {
+  const int steps = static_cast<int>(runs.size());
   const std::vector<bool> kept = KeptToEnd(g);
-  std::vector<int> last_use(g.tensors.size(), -1);
-  for (int p = 0; p < steps; ++p) {
-    const Op& op = g.ops[order[p]];
+  auto continues = [&](int t) { return kept[t] || (keep != nullptr && (*keep)[t]); };
+
+  // Pass 1: instances (one per production, except that a rerun does not
+  // replace a kept tensor) and the last step that uses each.
+  struct Instance {
+    int tensor;
+    int last;
+    bool consumed = false;
+  };
+  std::vector<Instance> instances;
+  instances.reserve(g.tensors.size() + steps);
+  std::vector<int> current(g.tensors.size(), -1);
+  auto start = [&](int t, int step) {
+    current[t] = static_cast<int>(instances.size());
+    instances.push_back({t, step});
+  };
+  auto use = [&](int t, int step) {
+    if (current[t] >= 0) instances[current[t]].last = std::max(instances[current[t]].last, step);
+  };
+  auto produce = [&](int step, const Op& op) {
     for (int t : op.outputs) {
-      last_use[t] = std::max(last_use[t], p);
-      // A view is made from its base, so the base lives at least until then.
-      int base = g.tensors[t].alias_of;
-      if (base >= 0) last_use[base] = std::max(last_use[base], p);
+      if (current[t] < 0 || !continues(t)) start(t, step);
+      int base = g.tensors[t].alias_of;  // a view is made from its base
+      if (base >= 0) use(base, step);
     }
-    for (int t : op.inputs) last_use[t] = std::max(last_use[t], p);
+  };
+  for (int p = 0; p < steps; ++p) {
+    const Op& op = g.ops[runs[p]];
+    for (int t : op.inputs) use(t, p);
+    produce(p, op);
   }
+
+  // Pass 2: replay the instances to decide in-place takeovers and frees.
   std::vector<std::vector<int>> views(g.tensors.size());
   for (size_t t = 0; t < g.tensors.size(); ++t)
     if (g.tensors[t].alias_of >= 0) views[g.tensors[t].alias_of].push_back(static_cast<int>(t));
-
-  // May `in` be taken over by op order[p]? See the header for the rule.
+  std::fill(current.begin(), current.end(), -1);
+  size_t next_instance = 0;
   std::vector<int> stack;
+  // May op (at step p) take over `in`'s buffer for `out`? See the header.
   auto can_take_over = [&](const Op& op, int in, int out, int p) {
-    if (g.IsView(in) || g.IsView(out) || kept[in] || last_use[in] != p) return false;
+    if (g.IsView(in) || g.IsView(out) || continues(in) || current[in] < 0) return false;
+    if (instances[current[in]].last != p) return false;
     if (g.tensors[in].bytes != g.tensors[out].bytes) return false;
     if (std::count(op.inputs.begin(), op.inputs.end(), in) != 1) return false;
     stack.assign(views[in].begin(), views[in].end());
     while (!stack.empty()) {
       int w = stack.back();
       stack.pop_back();
-      if (kept[w] || last_use[w] >= p) return false;
+      if (kept[w] || (current[w] >= 0 && instances[current[w]].last >= p)) return false;
       stack.insert(stack.end(), views[w].begin(), views[w].end());
     }
     return true;
   };
-
-  std::vector<bool> consumed(g.tensors.size(), false);
-  Program program;
-  std::vector<Step> runs(steps);
+  std::vector<Step> run_steps(steps);
   for (int p = 0; p < steps; ++p) {
-    const Op& op = g.ops[order[p]];
-    runs[p].op = order[p];
+    const Op& op = g.ops[runs[p]];
+    run_steps[p].op = runs[p];
     if (mode == AccumulationMode::kInplace && op.accumulate && op.outputs.size() == 1) {
       for (int in : op.inputs) {
         if (can_take_over(op, in, op.outputs[0], p)) {
-          runs[p].inplace.emplace_back(op.outputs[0], in);
-          consumed[in] = true;
+          run_steps[p].inplace.emplace_back(op.outputs[0], in);
+          instances[current[in]].consumed = true;
           break;
         }
       }
     }
+    for (int t : op.outputs)  // replay pass 1's instance starts
+      if (next_instance < instances.size() && instances[next_instance].tensor == t &&
+          (current[t] < 0 || !continues(t)))
+        current[t] = static_cast<int>(next_instance++);
   }
   std::vector<std::vector<int>> frees(steps);
-  for (size_t t = 0; t < g.tensors.size(); ++t)
-    if (last_use[t] >= 0 && !kept[t] && !consumed[t]) frees[last_use[t]].push_back(int(t));
+  for (const Instance& inst : instances)
+    if (!kept[inst.tensor] && !inst.consumed && inst.last >= 0) frees[inst.last].push_back(inst.tensor);
+  Program program;
   program.steps.reserve(2 * steps);
   for (int p = 0; p < steps; ++p) {
-    program.steps.push_back(std::move(runs[p]));
+    program.steps.push_back(std::move(run_steps[p]));
     if (!frees[p].empty()) {
+      std::sort(frees[p].begin(), frees[p].end());
       Step f;
       f.free = std::move(frees[p]);
       program.steps.push_back(std::move(f));
     }
   }
   return program;
+}
+
+Program BuildBaselineProgram(const Graph& g, AccumulationMode mode) {
+  return BuildProgram(g, OpOrder(g, mode), mode, nullptr);
 }
 
 }  // namespace memplan

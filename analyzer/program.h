@@ -41,6 +41,19 @@ const char* AccumulationModeName(AccumulationMode m);
 // parameter gradients.
 std::vector<bool> KeptToEnd(const Graph& g);
 
+// The op order of the baseline: file order, accumulate chains moved in
+// deferred mode.
+std::vector<int> ScheduleOrder(const Graph& g, AccumulationMode mode);
+
+// The program that runs `runs` (op indices; an op may appear again: a
+// recomputation) and frees each tensor instance right after its last use.
+// Each production starts a new instance of its outputs, except that a rerun
+// leaves a tensor that is kept to the end or in `keep` as it is (the rerun's
+// copy is discarded). In-place takeovers follow the rule above.
+// O(runs x arity + tensors).
+Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
+                     const std::vector<bool>* keep);
+
 Program BuildBaselineProgram(const Graph& joint, AccumulationMode mode);
 
 }  // namespace memplan

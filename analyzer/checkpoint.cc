@@ -1,0 +1,113 @@
+#include "analyzer/checkpoint.h"
+
+#include <algorithm>
+
+namespace memplan {
+
+std::vector<int> CheckpointCandidates(const Graph& g) {
+  const std::vector<bool> kept = KeptToEnd(g);
+  std::vector<bool> needed(g.tensors.size(), false);
+  std::vector<int> work;
+  auto need = [&](int t) {
+    if (!needed[t]) {
+      needed[t] = true;
+      work.push_back(t);
+    }
+  };
+  for (const Op& op : g.ops)
+    if (op.phase != Phase::kForward)
+      for (int t : op.inputs) need(t);
+  while (!work.empty()) {
+    int t = work.back();
+    work.pop_back();
+    if (g.tensors[t].alias_of >= 0) need(g.tensors[t].alias_of);
+    int p = g.tensors[t].producer;
+    if (p >= 0 && g.ops[p].phase == Phase::kForward)
+      for (int u : g.ops[p].inputs) need(u);
+  }
+  std::vector<int> candidates;
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const Tensor& tensor = g.tensors[t];
+    if (!needed[t] || kept[t] || tensor.alias_of >= 0 || IsResident(tensor.kind)) continue;
+    if (tensor.producer < 0 || g.ops[tensor.producer].phase != Phase::kForward) continue;
+    candidates.push_back(static_cast<int>(t));
+  }
+  return candidates;
+}
+
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         AccumulationMode mode) {
+  const std::vector<int> order = ScheduleOrder(g, mode);
+  const std::vector<bool> kept = KeptToEnd(g);
+  std::vector<int> runs;
+  runs.reserve(order.size() + order.size() / 2);
+  for (int o : order)
+    if (g.ops[o].phase == Phase::kForward) runs.push_back(o);
+
+  // Alive when the backward starts: resident, kept to the end, or kept.
+  std::vector<bool> alive(g.tensors.size(), false), continues(g.tensors.size(), false);
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    continues[t] = kept[t] || (t < keep.size() && keep[t]);
+  // A view of a kept buffer costs nothing to keep: it lives with its base.
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    int base = g.tensors[t].base;
+    if (base != static_cast<int>(t) && (continues[base] || IsResident(g.tensors[base].kind)))
+      continues[t] = true;
+  }
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const int p = g.tensors[t].producer;
+    alive[t] = IsResident(g.tensors[t].kind) ||
+               (continues[t] && p >= 0 && g.ops[p].phase == Phase::kForward);
+  }
+
+  CheckpointProgram result;
+  std::vector<bool> rerun(g.ops.size(), false);
+  std::vector<int> stack;
+  // The first dead tensor op p needs (an input, or the base of a view it
+  // makes), or -1.
+  auto dead_need = [&](int p) {
+    for (int u : g.ops[p].inputs)
+      if (!alive[u]) return u;
+    for (int t : g.ops[p].outputs) {
+      int base = g.tensors[t].alias_of;
+      if (base >= 0 && !alive[base] &&
+          std::find(g.ops[p].outputs.begin(), g.ops[p].outputs.end(), base) ==
+              g.ops[p].outputs.end())
+        return base;
+    }
+    return -1;
+  };
+  auto ensure = [&](int t) {
+    if (alive[t]) return;
+    stack.assign(1, g.tensors[t].producer);
+    while (!stack.empty()) {
+      int p = stack.back();
+      int u = dead_need(p);
+      if (u >= 0) {
+        stack.push_back(g.tensors[u].producer);  // a forward op: see the header
+        continue;
+      }
+      stack.pop_back();
+      if (rerun[p]) continue;
+      rerun[p] = true;
+      runs.push_back(p);
+      result.recomputed_ops.push_back(p);
+      for (int out : g.ops[p].outputs) {
+        if (!alive[out]) result.recomputed_tensors.push_back(out);
+        alive[out] = true;
+      }
+    }
+  };
+  for (int o : order) {
+    const Op& op = g.ops[o];
+    if (op.phase == Phase::kForward) continue;
+    for (int t : op.inputs) ensure(t);
+    runs.push_back(o);
+    for (int out : op.outputs) alive[out] = true;
+  }
+  std::sort(result.recomputed_tensors.begin(), result.recomputed_tensors.end());
+  result.program = BuildProgram(g, runs, mode, &continues);
+  return result;
+}
+
+}  // namespace memplan

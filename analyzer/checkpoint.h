@@ -1,0 +1,42 @@
+// Checkpoint programs (SPEC section 2): keep a chosen set of forward tensors
+// for the backward; every other forward tensor the backward needs is freed
+// after its last forward use and recomputed, with whatever it needs, just
+// before its first backward use, then freed after its last use.
+//
+// Recipe: run the forward ops; then the backward ops in schedule order, and
+// before each one make its inputs alive: a dead forward tensor is recomputed
+// by rerunning its producer once its own inputs are alive (an explicit stack,
+// no recursion). What is alive when the backward starts is what is resident,
+// kept to the end, or in the checkpoint set; a recomputed tensor stays alive
+// until its last use, so each op is recomputed at most once. BuildProgram
+// then places the frees and the in-place accumulations.
+// O(ops x arity + tensors) per program.
+#ifndef MEMPLAN_ANALYZER_CHECKPOINT_H_
+#define MEMPLAN_ANALYZER_CHECKPOINT_H_
+
+#include <vector>
+
+#include "analyzer/graph.h"
+#include "analyzer/program.h"
+
+namespace memplan {
+
+// Forward tensors a checkpoint set may choose among: produced by a forward op,
+// not views (a view is recomputed for free from its base), not kept to the
+// end anyway, and needed by the backward directly or through recomputation.
+std::vector<int> CheckpointCandidates(const Graph& g);
+
+struct CheckpointProgram {
+  Program program;
+  std::vector<int> recomputed_ops;      // forward ops rerun, in program order
+  std::vector<int> recomputed_tensors;  // their outputs, sorted, distinct
+};
+
+// keep[t]: tensor t is kept from the forward to its last backward use. Views
+// of kept, resident and kept-to-end tensors are kept with their base.
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         AccumulationMode mode);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_CHECKPOINT_H_
