@@ -1,0 +1,97 @@
+// The planner's cost model: what running an op once costs, in microseconds
+// (objective time) or FLOPs (objective flops).
+//
+// Recipe, objective time:
+//  1. the op's measured time_us when given;
+//  2. else 0 for a view-only op (every output is a view of an input);
+//  3. else a roofline estimate max(flops / peak_flops, bytes_moved / bandwidth)
+//     on the device preset, where flops is op.flops when given, else
+//     EstimateFlops (analyzer/op_table.h), and bytes_moved is BytesMoved.
+// Recipe, objective flops: op.flops when given, else EstimateFlops; 0 for a
+// view-only op; when that is 0 for an op that moves bytes (a copy, a cat, an
+// op the table has no estimate for), bytes_moved / 4 as a size-based floor, so
+// recomputing it is cheap but never free.
+//
+// Memory-bound ops (arithmetic intensity below the device's ridge point) cost
+// their bandwidth term, typically far less than a matmul of the same size:
+// the planner should recompute those first (IsMemoryBound).
+//
+// Limits: the roofline ignores launch overhead, achieved-versus-peak
+// efficiency, caches, kernel fusion and workspace traffic, and uses one peak
+// for every dtype. Absolute times are optimistic; relative costs, which are
+// what the planner compares, are the point.
+#ifndef MEMPLAN_ANALYZER_COST_MODEL_H_
+#define MEMPLAN_ANALYZER_COST_MODEL_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analyzer/graph.h"
+
+namespace memplan {
+
+enum class Objective { kTime, kFlops };
+
+struct DevicePreset {
+  const char* name;
+  double peak_flops;  // FLOP/s: dense (no sparsity) BF16 tensor-core peak
+  double bandwidth;   // bytes/s: main memory (HBM or DRAM)
+};
+
+// Public datasheet numbers. The BF16 tensor-core peak is used whatever the
+// graph's dtype, as for mixed-precision training; an fp32 graph without TF32
+// runs far slower (H100 SXM: 67 TFLOP/s fp32), which scales every compute
+// term alike.
+inline constexpr DevicePreset kDevicePresets[] = {
+    // NVIDIA H100 SXM5 datasheet: BF16 tensor 1,979 TFLOP/s with sparsity,
+    // i.e. 989 dense; HBM3 3.35 TB/s.
+    {"h100", 989e12, 3.35e12},
+    // NVIDIA H200 SXM datasheet: the H100's compute (BF16 1,979 TFLOP/s
+    // sparse, 989 dense); HBM3e 4.8 TB/s.
+    {"h200", 989e12, 4.8e12},
+    // NVIDIA A100 SXM 80GB datasheet: BF16 tensor 312 TFLOP/s dense (624
+    // sparse); HBM2e 2,039 GB/s.
+    {"a100", 312e12, 2.039e12},
+    // A rough desktop CPU (many-core AVX-512 or AVX2, dual-channel DDR5): an
+    // order-of-magnitude figure, not a datasheet.
+    {"cpu", 1e12, 100e9},
+};
+
+// Case-insensitive lookup of a preset by name (h100 h200 a100 cpu).
+bool FindDevicePreset(std::string_view name, DevicePreset* out);
+// "h100, h200, a100, cpu" for usage and error messages.
+std::string DevicePresetNames();
+
+struct CostModel {
+  Objective objective = Objective::kTime;
+  DevicePreset device = kDevicePresets[0];  // h100
+};
+
+// "time_us" or "flops": the unit of OpCost under `model`.
+const char* CostUnit(const CostModel& model);
+
+// Whether every output of op is a view of one of its inputs (reshape,
+// transpose, the gradient of a view): such an op allocates and moves nothing.
+// An op without outputs is not view-only.
+bool IsViewOnly(const Graph& g, const Op& op);
+
+// Bytes the op reads and writes once: its distinct inputs and outputs grouped
+// by buffer (a view and its base share one), each buffer counted at most at
+// its own size. A view-only op moves 0.
+double BytesMoved(const Graph& g, const Op& op);
+
+// Cost of running op once, in CostUnit(model); finite and >= 0.
+double OpCost(const Graph& g, const Op& op, const CostModel& model);
+// OpCost of every op, by op index.
+std::vector<double> OpCosts(const Graph& g, const CostModel& model);
+
+// Whether op is memory-bound on device: its bandwidth term is at least its
+// compute term (arithmetic intensity flops / bytes at or below the ridge point
+// peak_flops / bandwidth) and it moves bytes. A view-only op counts as
+// memory-bound too: recomputing it is free.
+bool IsMemoryBound(const Graph& g, const Op& op, const DevicePreset& device);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_COST_MODEL_H_
