@@ -1,22 +1,31 @@
 // memplan: a thin table of subcommands over the analyzer library.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "analyzer/analysis.h"
+#include "analyzer/cost_model.h"
 #include "analyzer/graph_json.h"
+#include "analyzer/plan.h"
 #include "analyzer/report.h"
+#include "analyzer/sha256.h"
+#include "analyzer/simulator.h"
+#include "analyzer/units.h"
 
 namespace memplan {
 namespace {
 
 // Exit codes (SPEC section 5).
 constexpr int kExitOk = 0;
+constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
 
 int Error(const std::string& message) {
@@ -71,7 +80,8 @@ void AddCommon(CLI::App* cmd, CommonFlags* flags) {
   cmd->add_option("GRAPH", flags->graph, "memplan.graph/1 file (forward-only or joint)")
       ->required();
   cmd->add_option("--set", flags->sets, "override a shape symbol, e.g. --set batch=64")
-      ->type_name("NAME=VALUE");
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);
 }
 
 struct AnalyzeFlags {
@@ -133,6 +143,142 @@ int RunLower(const LowerFlags& f) {
   ExitNow(kExitOk);
 }
 
+struct VerifyFlags {
+  CommonFlags common;
+  std::string plan;
+  std::string json;
+  bool quiet = false;
+};
+
+struct Verification {
+  bool valid = false;
+  std::string error;  // the simulator's, when invalid
+  SimResult sim;
+  bool sha_matches = false;
+  // 1 within budget_bytes, 0 over, -1 not known: the program is invalid or
+  // the plan has no budget (budget_bytes 0).
+  int within_budget = -1;
+};
+
+std::string VerifyReportJson(const JointGraph& jg, const VerifyFlags& f, const Plan& plan,
+                             const Verification& v) {
+  using ojson = nlohmann::ordered_json;
+  const Graph& g = jg.graph;
+  ojson r;
+  r["format"] = "memplan.report/1";
+  r["command"] = "verify";
+  r["memplan_version"] = MemplanVersion();
+  r["graph"] = {{"name", g.name},
+                {"file", jg.file},
+                {"style", jg.lowered ? "forward" : "joint"},
+                {"ops", jg.input_ops},
+                {"tensors", jg.input_tensors},
+                {"joint_ops", g.ops.size()},
+                {"joint_tensors", g.tensors.size()}};
+  r["plan"] = f.plan;
+  r["valid"] = v.valid;
+  r["error"] = v.valid ? ojson(nullptr) : ojson(v.error);
+  r["peak_bytes"] = v.valid ? ojson(v.sim.peak_bytes) : ojson(nullptr);
+  r["recompute_cost"] = v.valid ? ojson(v.sim.recompute_cost) : ojson(nullptr);
+  r["recomputed_runs"] = v.valid ? ojson(v.sim.recompute_runs) : ojson(nullptr);
+  r["predicted_peak_bytes"] = plan.predicted.peak_bytes;
+  r["graph_sha256_matches"] = v.sha_matches;
+  r["budget_bytes"] = plan.budget_bytes;
+  r["within_budget"] = v.within_budget < 0 ? ojson(nullptr) : ojson(v.within_budget == 1);
+  return r.dump(2) + "\n";
+}
+
+std::string VerifySummary(const JointGraph& jg, const VerifyFlags& f, const Plan& plan,
+                          const Verification& v) {
+  const Graph& g = jg.graph;
+  const SimResult& sim = v.sim;
+  auto bytes = [](int64_t b) { return fmt::format("{} ({} bytes)", FormatBytes(b), b); };
+  std::string name = g.name.empty() ? "(unnamed)" : g.name;
+  std::string out = fmt::format("memplan verify {} {}\n", f.common.graph, f.plan);
+  if (jg.lowered)
+    out += fmt::format(
+        "  graph     {}: {} ops, {} tensors, forward-only; lowered to {} ops, {} tensors\n", name,
+        jg.input_ops, jg.input_tensors, g.ops.size(), g.tensors.size());
+  else
+    out += fmt::format("  graph     {}: {} ops, {} tensors, joint\n", name, g.ops.size(),
+                       g.tensors.size());
+  out += fmt::format("  plan      {} steps, made for \"{}\"; graph_sha256 {}\n",
+                     plan.program.steps.size(), plan.graph,
+                     v.sha_matches ? "matches the graph file" : "DOES NOT MATCH the graph file");
+  if (!v.valid) {
+    out += fmt::format("  result    INVALID: {}\n", v.error);
+    out += fmt::format("  predicted {} (not replayed)\n", bytes(plan.predicted.peak_bytes));
+  } else {
+    out += "  result    valid\n";
+    if (sim.peak_step >= 0) {
+      const Op& op = g.ops[plan.program.steps[sim.peak_step].op];
+      out += fmt::format("  peak      {} at step {}, while \"{}\" runs ({})\n",
+                         bytes(sim.peak_bytes), sim.peak_step, op.id,
+                         sim.recompute[sim.peak_step] ? "recompute" : PhaseName(op.phase));
+    } else {
+      out += fmt::format("  peak      {} before the first step\n", bytes(sim.peak_bytes));
+    }
+    int64_t diff = plan.predicted.peak_bytes - sim.peak_bytes;
+    out += fmt::format("  predicted {}, {}\n", bytes(plan.predicted.peak_bytes),
+                       diff == 0 ? std::string("as replayed")
+                                 : fmt::format("{} bytes {} than replayed", diff < 0 ? -diff : diff,
+                                               diff < 0 ? "less" : "more"));
+    out += fmt::format("  recompute {} runs, cost {:g} flops\n", sim.recompute_runs,
+                       sim.recompute_cost);
+  }
+  if (plan.budget_bytes == 0)
+    out += "  budget    none (budget_bytes 0)\n";
+  else if (v.within_budget < 0)
+    out += fmt::format("  budget    {}\n", bytes(plan.budget_bytes));
+  else
+    out += fmt::format("  budget    {}: {}\n", bytes(plan.budget_bytes),
+                       v.within_budget ? "the replayed peak is within it" : "OVER BUDGET");
+  return out;
+}
+
+int RunVerify(const VerifyFlags& f) {
+  GraphLoadOptions options;
+  std::string err;
+  if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
+  JointGraph jg;
+  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  std::string graph_bytes;
+  if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
+  Plan plan;
+  if (!LoadPlanFile(f.plan, jg.graph, &plan, &err)) return Error(err);
+  PrintWarnings(jg.warnings);
+
+  Verification v;
+  v.sha_matches = plan.graph_sha256 == Sha256Hex(graph_bytes);
+  SimOptions sim_options;
+  sim_options.require_complete = true;
+  sim_options.op_cost = OpCosts(jg.graph, CostModel{Objective::kFlops});  // report unit: flops
+  v.valid = Simulate(jg.graph, plan.program, sim_options, &v.sim, &v.error);
+  if (v.valid && plan.budget_bytes > 0) v.within_budget = v.sim.peak_bytes <= plan.budget_bytes;
+
+  std::vector<std::string> warnings;
+  if (!v.sha_matches)
+    warnings.push_back(
+        fmt::format("{}: graph_sha256 does not match the bytes of {}: the plan was "
+                    "made for another version of the graph",
+                    f.plan, f.common.graph));
+  if (v.valid && plan.predicted.peak_bytes != v.sim.peak_bytes)
+    warnings.push_back(fmt::format("{}: predicted peak_bytes {} but the program peaks at {}",
+                                   f.plan, plan.predicted.peak_bytes, v.sim.peak_bytes));
+  if (v.within_budget == 0)
+    warnings.push_back(fmt::format("{}: the program peaks at {} bytes, over budget_bytes {}",
+                                   f.plan, v.sim.peak_bytes, plan.budget_bytes));
+  PrintWarnings(warnings);
+  if (!v.valid)
+    std::fprintf(stderr, "memplan: error: %s: invalid program: %s\n", f.plan.c_str(),
+                 v.error.c_str());
+
+  if (!f.json.empty() && !WriteFile(f.json, VerifyReportJson(jg, f, plan, v), &err))
+    return Error(err);
+  if (!f.quiet) std::fputs(VerifySummary(jg, f, plan, v).c_str(), stdout);
+  ExitNow(v.valid ? kExitOk : kExitCheckFailed);
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"memplan: predict, plan and prove the memory of backward passes"};
   app.set_version_flag("--version", std::string("memplan ") + MemplanVersion());
@@ -171,6 +317,19 @@ int Main(int argc, char** argv) {
   l->add_option("-o,--output", lower.out, "where to write the joint memplan.graph/1")->required();
   l->footer("Example:\n  memplan lower examples/mlp.graph.json -o mlp.joint.graph.json");
   l->callback([&] { rc = RunLower(lower); });
+
+  VerifyFlags verify;
+  CLI::App* v = app.add_subcommand("verify", "replay a plan's step program: valid? peak?");
+  AddCommon(v, &verify.common);
+  v->add_option("PLAN", verify.plan, "memplan.plan/1 file made for GRAPH")->required();
+  v->add_option("--json", verify.json, "write the memplan.report/1 JSON report");
+  v->add_flag("-q,--quiet", verify.quiet, "no summary on stdout");
+  v->footer(
+      "Exit codes: 0 the program is valid, 1 it is not (the message names the step and the "
+      "tensor), 2 bad usage or input.\n"
+      "Example:\n"
+      "  memplan verify examples/mlp.graph.json mlp.plan.json --json verify.json");
+  v->callback([&] { rc = RunVerify(verify); });
 
   if (argc >= 2 && argv[1][0] != '-') {
     std::string name = argv[1];

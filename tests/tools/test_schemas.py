@@ -211,6 +211,11 @@ class PlanSchema(unittest.TestCase):
             with self.subTest(key=key):
                 self.assertIsNotNone(validate_json.first_error(self.v, p))
         p = copy.deepcopy(GOOD_PLAN)
+        p["modules"] = ["model.block0", 3]
+        self.assertIsNotNone(validate_json.first_error(self.v, p))
+        p["modules"] = ["model.block0"]
+        self.assertIsNone(validate_json.first_error(self.v, p))
+        p = copy.deepcopy(GOOD_PLAN)
         p["predicted"]["cost_unit"] = "seconds"
         self.assertIsNotNone(validate_json.first_error(self.v, p))
 
@@ -257,11 +262,30 @@ class ReportSchema(unittest.TestCase):
                 self.assertFalse(self.valid(r))
 
     def test_common_fields(self):
-        base = {"format": "memplan.report/1", "command": "verify", "memplan_version": "0.1.0"}
+        base = {"format": "memplan.report/1", "command": "check", "memplan_version": "0.1.0",
+                "passed": True, "failures": []}
         self.assertTrue(self.valid(dict(base, anything="goes")))
         self.assertFalse(self.valid(dict(base, command="explode")))
         self.assertFalse(self.valid(dict(base, format="memplan.report/2")))
         self.assertFalse(self.valid({"format": "memplan.report/1", "command": "verify"}))
+
+    def test_verify(self):
+        good = {"format": "memplan.report/1", "command": "verify", "memplan_version": "0.1.0",
+                "graph": GOOD_ANALYZE["graph"], "plan": "p.json", "valid": True, "error": None,
+                "peak_bytes": 10, "recompute_cost": 0.0, "recomputed_runs": 0,
+                "predicted_peak_bytes": 10, "graph_sha256_matches": True, "budget_bytes": 0,
+                "within_budget": None}
+        self.assertTrue(self.valid(good))
+        invalid = dict(good, valid=False, error="step 3 (free): \"x\" is not alive",
+                       peak_bytes=None, recompute_cost=None, recomputed_runs=None)
+        self.assertTrue(self.valid(invalid))
+        for doc in (dict(good, extra=1), dict(good, error="x"), dict(good, peak_bytes=None),
+                    dict(invalid, peak_bytes=10), dict(invalid, within_budget=True),
+                    dict(good, graph=dict(GOOD_ANALYZE["graph"], style="hybrid"))):
+            self.assertFalse(self.valid(doc))
+        d = dict(good)
+        del d["within_budget"]
+        self.assertFalse(self.valid(d))
 
     def test_other_commands(self):
         base = {"format": "memplan.report/1", "memplan_version": "0.1.0"}

@@ -1,0 +1,83 @@
+// Checkpoint planners: pure functions (joint graph, budget, options) -> plan.
+// Every plan is a checkpoint set turned into a program by
+// BuildCheckpointProgram and scored by the simulator; the planners only
+// search. A plan's cost is the summed cost (cost_model.h) of its recomputed
+// op runs.
+//
+// Greedy (any graph). Recipe: start from keeping every candidate (the
+// baseline); while the simulated peak is over the budget, drop from the
+// checkpoint set the tensors alive at the peak with the most bytes per unit of
+// recompute cost (its producer's cost; memory-bound ops are cheap), one at a
+// time on graphs under 2,000 candidates, else the best 2% per round; then try
+// to keep again, most expensive first, each dropped tensor whose return keeps
+// the peak within the budget. Stops when the peak fits, or when no tensor
+// alive at the peak can be dropped (infeasible: the lowest peak met is
+// reported). O(rounds x (ops + tensors)). Not optimal: it never trades one
+// expensive drop for two cheap ones, and a recomputation's own transient
+// memory is only seen after the drop.
+//
+// Exact (up to kMaxExactCandidates candidates). Recipe: branch and bound over
+// keep/drop per candidate, most expensive producer first, keep before drop; a
+// branch is cut when its cost with every undecided candidate kept (a lower
+// bound: keeping more never recomputes more) reaches the best plan found, the
+// greedy plan being the first. Exponential in the candidates in the worst
+// case; optimal over checkpoint sets.
+#ifndef MEMPLAN_ANALYZER_PLANNER_H_
+#define MEMPLAN_ANALYZER_PLANNER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analyzer/checkpoint.h"
+#include "analyzer/cost_model.h"
+#include "analyzer/graph.h"
+#include "analyzer/program.h"
+#include "analyzer/simulator.h"
+
+namespace memplan {
+
+constexpr size_t kMaxExactCandidates = 22;
+
+enum class PlanAlgorithm { kAuto, kExact, kGreedy };
+bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out);
+const char* PlanAlgorithmName(PlanAlgorithm a);
+
+struct PlannerOptions {
+  CostModel cost;
+  AccumulationMode accumulation = AccumulationMode::kInplace;
+  PlanAlgorithm algorithm = PlanAlgorithm::kAuto;  // exact when small enough
+};
+
+// A checkpoint set with its program and score.
+struct ScoredPlan {
+  std::vector<bool> keep;  // by tensor index
+  CheckpointProgram checkpoint;
+  SimResult sim;
+  double recompute_cost = 0;
+};
+
+// Invariants: best.sim.peak_bytes <= budget_bytes when feasible; otherwise
+// best is the lowest peak the search met (min_feasible_peak_bytes). Every
+// program passed the simulator's validity checks.
+struct PlanResult {
+  bool feasible = false;
+  PlanAlgorithm algorithm = PlanAlgorithm::kGreedy;  // the one that ran
+  ScoredPlan best;
+  int64_t baseline_peak_bytes = 0;
+  int64_t min_feasible_peak_bytes = 0;  // the lowest peak found, fitting or not
+  double step_cost = 0;                 // cost of one training step, no recompute
+  int64_t evaluations = 0;              // programs simulated
+};
+
+// Scores one checkpoint set. False only if the program is invalid (a bug).
+bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
+                        const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
+                        std::string* err);
+
+bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions& options,
+                     PlanResult* result, std::string* err);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_PLANNER_H_
