@@ -15,6 +15,8 @@
 #include "analyzer/cost_model.h"
 #include "analyzer/graph_json.h"
 #include "analyzer/plan.h"
+#include "analyzer/plan_report.h"
+#include "analyzer/planner.h"
 #include "analyzer/report.h"
 #include "analyzer/sha256.h"
 #include "analyzer/simulator.h"
@@ -27,6 +29,7 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitNoPlanFits = 3;
 
 int Error(const std::string& message) {
   std::fprintf(stderr, "memplan: error: %s\n", message.c_str());
@@ -279,6 +282,47 @@ int RunVerify(const VerifyFlags& f) {
   ExitNow(v.valid ? kExitOk : kExitCheckFailed);
 }
 
+struct PlanFlags {
+  CommonFlags common;
+  std::string budget, out, json, trace;
+  std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
+  int top = 10;
+  bool quiet = false;
+};
+
+int RunPlan(const PlanFlags& f) {
+  GraphLoadOptions load;
+  std::string err;
+  if (!ParseSets(f.common.sets, &load, &err)) return Error(err);
+  int64_t budget = 0;
+  if (!ParseSize(f.budget, &budget, &err)) return Error("--budget: " + err);
+  PlannerOptions options;
+  options.cost.objective = f.objective == "flops" ? Objective::kFlops : Objective::kTime;
+  if (!FindDevicePreset(f.device, &options.cost.device))
+    return Error("--device " + f.device + ": expected one of " + DevicePresetNames());
+  // auto: in place wherever legal, which the program builder does.
+  if (f.accumulation != "auto" && !ParseAccumulationMode(f.accumulation, &options.accumulation))
+    return Error("bad --accumulation");
+  if (!ParsePlanAlgorithm(f.algorithm, &options.algorithm)) return Error("bad --algorithm");
+  JointGraph jg;
+  if (!LoadJointGraph(f.common.graph, load, &jg, &err)) return Error(err);
+  PrintWarnings(jg.warnings);
+  std::string graph_bytes;
+  if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
+  PlanResult result;
+  if (!PlanCheckpoints(jg.graph, budget, options, &result, &err))
+    return Error(f.common.graph + ": " + err);
+  Plan plan = MakePlan(jg.graph, Sha256Hex(graph_bytes), budget, options, result);
+  if (!f.out.empty() && !WriteFile(f.out, PlanToJson(jg.graph, plan), &err)) return Error(err);
+  if (!f.json.empty() && !WriteFile(f.json, PlanReportJson(jg, options, result, plan, f.top), &err))
+    return Error(err);
+  if (!f.trace.empty() &&
+      !WriteFile(f.trace, ChromeTraceJson(jg.graph, plan.program, result.best.sim), &err))
+    return Error(err);
+  if (!f.quiet) std::fputs(PlanSummary(jg, options, result, plan, f.top).c_str(), stdout);
+  ExitNow(result.feasible ? kExitOk : kExitNoPlanFits);
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"memplan: predict, plan and prove the memory of backward passes"};
   app.set_version_flag("--version", std::string("memplan ") + MemplanVersion());
@@ -310,6 +354,44 @@ int Main(int argc, char** argv) {
       "  memplan analyze examples/gpt_tiny.graph.json --set batch=16 --json r.json --trace t.json");
   int rc = kExitOk;
   a->callback([&] { rc = RunAnalyze(analyze); });
+
+  PlanFlags plan;
+  CLI::App* p = app.add_subcommand("plan",
+                                   "choose what to keep and what to recompute so the "
+                                   "training step fits a memory budget");
+  AddCommon(p, &plan.common);
+  p->add_option("--budget", plan.budget, "memory budget, e.g. 24GiB, 1.5GB, 4096")->required();
+  p->add_option("-o,--output", plan.out, "write the memplan.plan/1 step program");
+  p->add_option("--json", plan.json, "write the memplan.report/1 JSON report");
+  p->add_option("--trace", plan.trace, "write a Chrome trace of the planned program");
+  p->add_option("--objective", plan.objective, "what recomputation costs: time or flops")
+      ->check(CLI::IsMember({"time", "flops"}))
+      ->capture_default_str();
+  p->add_option("--device", plan.device, "device preset for the time objective")
+      ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}))
+      ->capture_default_str();
+  p->add_option("--accumulation", plan.accumulation,
+                "gradient accumulation: auto (in place wherever legal), inplace, out_of_place, "
+                "deferred")
+      ->check(CLI::IsMember({"auto", "inplace", "out_of_place", "deferred"}))
+      ->capture_default_str();
+  p->add_option("--algorithm", plan.algorithm,
+                "auto (exact on small graphs, else greedy), exact, greedy")
+      ->check(CLI::IsMember({"auto", "exact", "greedy"}))
+      ->capture_default_str();
+  p->add_option("--top", plan.top, "how many tensors to list")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  p->add_flag("-q,--quiet", plan.quiet, "no summary on stdout");
+  p->footer(
+      "Exit 0 when the plan fits, 3 when no checkpoint set fits (the plan and report then hold\n"
+      "the lowest peak found).\n"
+      "Examples:\n"
+      "  memplan plan examples/densenet_toy.graph.json --budget 20MiB -o plan.json\n"
+      "  memplan plan examples/gpt_tiny.graph.json --budget 128MiB --objective flops --json "
+      "r.json\n"
+      "  memplan verify examples/densenet_toy.graph.json plan.json");
+  p->callback([&] { rc = RunPlan(plan); });
 
   LowerFlags lower;
   CLI::App* l = app.add_subcommand("lower", "derive the backward of a forward-only graph");

@@ -1,0 +1,183 @@
+#include "analyzer/plan_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "analyzer/report.h"
+#include "analyzer/units.h"
+
+namespace memplan {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+double Overhead(const PlanResult& r) {
+  return r.step_cost > 0 ? r.best.recompute_cost / r.step_cost : 0.0;
+}
+
+// The recomputed tensors that own memory, largest first.
+std::vector<int> RecomputedBuffers(const Graph& g, const Plan& plan) {
+  std::vector<int> out;
+  for (int t : plan.recomputed)
+    if (!g.IsView(t) && g.tensors[t].bytes > 0) out.push_back(t);
+  std::stable_sort(out.begin(), out.end(),
+                   [&](int a, int b) { return g.tensors[a].bytes > g.tensors[b].bytes; });
+  return out;
+}
+
+int64_t Bytes(const Graph& g, const std::vector<int>& tensors) {
+  int64_t sum = 0;
+  for (int t : tensors) sum += g.OwnedBytes(t);
+  return sum;
+}
+
+}  // namespace
+
+Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_bytes,
+              const PlannerOptions& options, const PlanResult& result) {
+  const ScoredPlan& best = result.best;
+  Plan plan;
+  plan.graph = g.name;
+  plan.graph_sha256 = graph_sha256;
+  plan.budget_bytes = budget_bytes;
+  plan.feasible = result.feasible;
+  for (const Step& step : best.checkpoint.program.steps) {
+    if (!step.IsRun() || !g.ops[step.op].accumulate || g.ops[step.op].outputs.size() != 1) continue;
+    AccumulationMode mode =
+        step.inplace.empty()
+            ? (options.accumulation == AccumulationMode::kInplace ? AccumulationMode::kOutOfPlace
+                                                                  : options.accumulation)
+            : AccumulationMode::kInplace;
+    plan.accumulation.emplace_back(g.ops[step.op].outputs[0], mode);
+  }
+  std::sort(plan.accumulation.begin(), plan.accumulation.end());
+  for (int t : CheckpointCandidates(g))
+    if (t < static_cast<int>(best.keep.size()) && best.keep[t]) plan.saved.push_back(t);
+  plan.recomputed = best.checkpoint.recomputed_tensors;
+  plan.predicted.peak_bytes = best.sim.peak_bytes;
+  plan.predicted.baseline_peak_bytes = result.baseline_peak_bytes;
+  plan.predicted.recompute_cost = best.recompute_cost;
+  plan.predicted.cost_unit = CostUnit(options.cost);
+  plan.program = best.checkpoint.program;
+  return plan;
+}
+
+std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
+                           const PlanResult& result, const Plan& plan, int top) {
+  const Graph& g = jg.graph;
+  const SimResult& sim = result.best.sim;
+  ojson r;
+  r["format"] = "memplan.report/1";
+  r["command"] = "plan";
+  r["memplan_version"] = MemplanVersion();
+  r["graph"] = {{"name", g.name},
+                {"file", jg.file},
+                {"style", jg.lowered ? "forward" : "joint"},
+                {"ops", jg.input_ops},
+                {"tensors", jg.input_tensors},
+                {"joint_ops", g.ops.size()},
+                {"joint_tensors", g.tensors.size()}};
+  r["budget_bytes"] = plan.budget_bytes;
+  r["feasible"] = result.feasible;
+  r["min_feasible_peak_bytes"] = result.min_feasible_peak_bytes;
+  r["lower_bound_bytes"] = PeakLowerBound(g);
+  r["predicted"] = {{"peak_bytes", plan.predicted.peak_bytes},
+                    {"baseline_peak_bytes", plan.predicted.baseline_peak_bytes},
+                    {"recompute_cost", plan.predicted.recompute_cost},
+                    {"cost_unit", plan.predicted.cost_unit}};
+  r["step_cost"] = result.step_cost;
+  r["recompute_overhead"] = Overhead(result);
+  r["objective"] = options.cost.objective == Objective::kTime ? "time" : "flops";
+  r["device"] = options.cost.device.name;
+  r["accumulation"] = AccumulationModeName(options.accumulation);
+  r["algorithm"] = PlanAlgorithmName(result.algorithm);
+  r["evaluations"] = result.evaluations;
+  r["peak_step"] = sim.peak_step;
+  int peak_op = sim.peak_step >= 0 ? plan.program.steps[sim.peak_step].op : -1;
+  r["peak_op"] = peak_op >= 0 ? ojson(g.ops[peak_op].id) : ojson(nullptr);
+  r["saved"] = plan.saved.size();
+  r["saved_bytes"] = Bytes(g, plan.saved);
+  ojson recomputed = ojson::array();
+  for (int t : RecomputedBuffers(g, plan)) {
+    int p = g.tensors[t].producer;
+    recomputed.push_back({{"tensor", g.tensors[t].id},
+                          {"bytes", g.tensors[t].bytes},
+                          {"producer", g.ops[p].id},
+                          {"scope", g.ops[p].scope}});
+  }
+  r["recomputed"] = recomputed;
+  r["recompute_runs"] = sim.recompute_runs;
+  ojson live = ojson::array();
+  for (size_t i = 0; i < sim.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
+    const LiveBuffer& lb = sim.live_at_peak[i];
+    int producer = lb.workspace_of >= 0 ? lb.workspace_of : g.tensors[lb.owner].producer;
+    std::string name =
+        lb.workspace_of >= 0 ? g.ops[lb.workspace_of].id + ":workspace" : g.tensors[lb.owner].id;
+    TensorKind kind = lb.owner >= 0 ? g.tensors[lb.owner].kind : TensorKind::kTemporary;
+    live.push_back({{"tensor", name},
+                    {"bytes", lb.bytes},
+                    {"kind", TensorKindName(kind)},
+                    {"producer", producer >= 0 ? ojson(g.ops[producer].id) : ojson(nullptr)},
+                    {"scope", producer >= 0 ? g.ops[producer].scope : std::string()}});
+  }
+  r["live_at_peak"] = live;
+  r["warnings"] = jg.warnings;
+  return r.dump(2) + "\n";
+}
+
+std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
+                        const PlanResult& result, const Plan& plan, int top) {
+  const Graph& g = jg.graph;
+  const SimResult& sim = result.best.sim;
+  const char* unit = CostUnit(options.cost);
+  std::string out = fmt::format("memplan plan {}\n", jg.file);
+  out += fmt::format("  budget    {} ({} bytes): {}\n", FormatBytes(plan.budget_bytes),
+                     plan.budget_bytes, result.feasible ? "fits" : "NO checkpoint set fits");
+  out += fmt::format("  peak      {} baseline -> {} planned",
+                     FormatBytes(result.baseline_peak_bytes), FormatBytes(sim.peak_bytes));
+  if (sim.peak_step >= 0) {
+    const Op& op = g.ops[plan.program.steps[sim.peak_step].op];
+    out += fmt::format(", at step {} while \"{}\" runs ({})", sim.peak_step, op.id,
+                       sim.recompute[sim.peak_step] ? "recompute" : PhaseName(op.phase));
+  }
+  out += "\n";
+  if (!result.feasible)
+    out +=
+        fmt::format("  lowest    {} is the lowest peak found (floor {}: no program goes lower)\n",
+                    FormatBytes(result.min_feasible_peak_bytes), FormatBytes(PeakLowerBound(g)));
+  std::vector<int> recomputed = RecomputedBuffers(g, plan);
+  out += fmt::format(
+      "  recompute {} op runs, {} tensors ({}); cost {:.4g} {} = {:.1f}% of one training step\n",
+      sim.recompute_runs, recomputed.size(), FormatBytes(Bytes(g, recomputed)),
+      result.best.recompute_cost, unit, 100.0 * Overhead(result));
+  out += fmt::format("  keep      {} tensors ({}) for the backward\n", plan.saved.size(),
+                     FormatBytes(Bytes(g, plan.saved)));
+  out += fmt::format("  search    {} ({} programs simulated), objective {}, device {}\n",
+                     PlanAlgorithmName(result.algorithm), result.evaluations,
+                     options.cost.objective == Objective::kTime ? "time" : "flops",
+                     options.cost.device.name);
+  if (!recomputed.empty()) {
+    size_t shown = std::min<size_t>(recomputed.size(), static_cast<size_t>(std::max(top, 0)));
+    out += fmt::format("\nrecomputed, largest first ({} of {}):\n", shown, recomputed.size());
+    for (size_t i = 0; i < shown; ++i) {
+      const Tensor& t = g.tensors[recomputed[i]];
+      const Op& p = g.ops[t.producer];
+      out += fmt::format("  {:>12}  {:<28} {:<24} {}\n", FormatBytes(t.bytes), t.id, p.id, p.scope);
+    }
+  }
+  size_t shown = std::min<size_t>(sim.live_at_peak.size(), static_cast<size_t>(std::max(top, 0)));
+  out += fmt::format("\nwhat the planned peak holds, largest first ({} of {}):\n", shown,
+                     sim.live_at_peak.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const LiveBuffer& lb = sim.live_at_peak[i];
+    std::string name =
+        lb.workspace_of >= 0 ? g.ops[lb.workspace_of].id + ":workspace" : g.tensors[lb.owner].id;
+    TensorKind kind = lb.owner >= 0 ? g.tensors[lb.owner].kind : TensorKind::kTemporary;
+    out += fmt::format("  {:>12}  {:<15} {}\n", FormatBytes(lb.bytes), TensorKindName(kind), name);
+  }
+  return out;
+}
+
+}  // namespace memplan

@@ -1,0 +1,25 @@
+// Reports of `memplan plan`: the plan file's contents, the JSON report (SPEC
+// section 4) and the human summary. Deterministic for the same input.
+#ifndef MEMPLAN_ANALYZER_PLAN_REPORT_H_
+#define MEMPLAN_ANALYZER_PLAN_REPORT_H_
+
+#include <string>
+
+#include "analyzer/analysis.h"
+#include "analyzer/plan.h"
+#include "analyzer/planner.h"
+
+namespace memplan {
+
+// The memplan.plan/1 document for a planner result.
+Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_bytes,
+              const PlannerOptions& options, const PlanResult& result);
+
+std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
+                           const PlanResult& result, const Plan& plan, int top);
+std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
+                        const PlanResult& result, const Plan& plan, int top);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_PLAN_REPORT_H_

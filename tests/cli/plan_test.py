@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""CLI tests of `memplan plan`: exit codes, plans that verify, reports that
+validate, budgets respected, and costs that never fall as the budget shrinks.
+
+Usage: plan_test.py --memplan PATH
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VALIDATE = os.path.join(ROOT, "tests", "tools", "validate_json.py")
+EXAMPLES = ["gpt_tiny.graph.json", "mlp.graph.json", "densenet_toy.graph.json",
+            "cnn_small.joint.graph.json", "mlp_torch.joint.graph.json"]
+
+
+class Checks:
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def check(self, name, ok, detail=""):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print(f"FAIL {name}\n  {detail}".rstrip())
+
+
+def run(*args):
+    proc = subprocess.run(list(args), capture_output=True, text=True, cwd=ROOT)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memplan", required=True)
+    args = ap.parse_args()
+    memplan = os.path.abspath(args.memplan)
+    c = Checks()
+    with tempfile.TemporaryDirectory() as tmp:
+        for example in EXAMPLES:
+            graph = os.path.join("examples", example)
+            rc, out, err = run(memplan, "analyze", graph, "--json", os.path.join(tmp, "a.json"), "-q")
+            c.check(f"{example}: analyze", rc == 0, err)
+            analysis = json.load(open(os.path.join(tmp, "a.json")))
+            baseline = analysis["peak_bytes"]
+            previous_cost = 0.0
+            for pct in (100, 90, 80, 70, 60, 50):
+                budget = baseline * pct // 100
+                name = f"{example} at {pct}%"
+                plan = os.path.join(tmp, f"plan{pct}.json")
+                report = os.path.join(tmp, f"report{pct}.json")
+                rc, out, err = run(memplan, "plan", graph, "--budget", str(budget), "-o", plan,
+                                   "--json", report)
+                c.check(f"{name}: exit 0 or 3", rc in (0, 3), err)
+                if rc not in (0, 3):
+                    continue
+                r = json.load(open(report))
+                c.check(f"{name}: exit code matches feasible", (rc == 0) == r["feasible"], out)
+                c.check(f"{name}: baseline peak is analyze's", r["predicted"]["baseline_peak_bytes"]
+                        == baseline, json.dumps(r["predicted"]))
+                if r["feasible"]:
+                    c.check(f"{name}: peak within budget", r["predicted"]["peak_bytes"] <= budget)
+                    cost = r["predicted"]["recompute_cost"]
+                    c.check(f"{name}: cost never falls as the budget shrinks",
+                            cost >= previous_cost - 1e-9, f"{cost} < {previous_cost}")
+                    previous_cost = cost
+                else:
+                    c.check(f"{name}: infeasible means over budget",
+                            r["min_feasible_peak_bytes"] > budget)
+                    c.check(f"{name}: the summary says so", "NO checkpoint set fits" in out, out)
+                rc2, out2, err2 = run(sys.executable, VALIDATE, os.path.join("schemas", "report.schema.json"), report)
+                c.check(f"{name}: report validates", rc2 == 0, out2 + err2)
+                rc2, out2, err2 = run(sys.executable, VALIDATE, os.path.join("schemas", "plan.schema.json"), plan)
+                c.check(f"{name}: plan validates", rc2 == 0, out2 + err2)
+                vjson = os.path.join(tmp, "v.json")
+                rc2, out2, err2 = run(memplan, "verify", graph, plan, "--json", vjson, "-q")
+                c.check(f"{name}: verify accepts the plan", rc2 == 0, err2)
+                if rc2 == 0:
+                    v = json.load(open(vjson))
+                    c.check(f"{name}: verified peak is the predicted peak",
+                            v["peak_bytes"] == r["predicted"]["peak_bytes"], json.dumps(v))
+            # Determinism.
+            outs = []
+            for i in range(2):
+                p = os.path.join(tmp, f"d{i}.json")
+                run(memplan, "plan", graph, "--budget", str(baseline * 7 // 10), "-o", p, "-q")
+                outs.append(open(p).read() if os.path.exists(p) else "")
+            c.check(f"{example}: identical plans for identical input", outs[0] == outs[1] and outs[0])
+        # Usage errors.
+        rc, out, err = run(memplan, "plan", "examples/mlp.graph.json", "--budget", "lots")
+        c.check("bad --budget: exit 2 naming the text", rc == 2 and '"lots"' in err, err)
+        rc, out, err = run(memplan, "plan", "examples/mlp.graph.json")
+        c.check("missing --budget: exit 2", rc == 2, err)
+        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "1GiB",
+                           "--algorithm", "exact")
+        c.check("exact on a large graph: exit 2 with the limit", rc == 2 and "at most 22" in err, err)
+        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "1MiB")
+        c.check("a budget below the floor: exit 3", rc == 3 and "lowest" in out, out + err)
+    print(f"{c.passed} passed, {c.failed} failed")
+    return 0 if c.failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

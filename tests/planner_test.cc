@@ -1,0 +1,150 @@
+#include "analyzer/planner.h"
+
+#include <doctest/doctest.h>
+
+#include <limits>
+
+#include "random_graph.h"
+#include "test_util.h"
+
+namespace memplan {
+namespace {
+
+// Exhaustive search over checkpoint sets: the optimum the planners are held to.
+struct Exhaustive {
+  std::vector<int64_t> peaks;
+  std::vector<double> costs;
+  int64_t min_peak = std::numeric_limits<int64_t>::max();
+
+  Exhaustive(const Graph& g, const std::vector<double>& op_costs) {
+    std::vector<int> candidates = CheckpointCandidates(g);
+    for (uint32_t mask = 0; mask < (1u << candidates.size()); ++mask) {
+      std::vector<bool> keep(g.tensors.size(), false);
+      for (size_t i = 0; i < candidates.size(); ++i) keep[candidates[i]] = (mask >> i) & 1;
+      ScoredPlan plan;
+      std::string err;
+      REQUIRE(ScoreCheckpointSet(g, keep, op_costs, AccumulationMode::kInplace, &plan, &err));
+      peaks.push_back(plan.sim.peak_bytes);
+      costs.push_back(plan.recompute_cost);
+      min_peak = std::min(min_peak, plan.sim.peak_bytes);
+    }
+  }
+  // Least cost of a set that fits, or -1.
+  double Optimum(int64_t budget) const {
+    double best = -1;
+    for (size_t i = 0; i < peaks.size(); ++i)
+      if (peaks[i] <= budget && (best < 0 || costs[i] < best)) best = costs[i];
+    return best;
+  }
+};
+
+bool Near(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
+
+TEST_CASE("planner: the exact planner finds the exhaustive optimum on random graphs") {
+  int graphs = 0, budgets = 0;
+  for (uint32_t seed = 1; graphs < 25 && seed < 400; ++seed) {
+    Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 6 + static_cast<int>(seed % 9)));
+    size_t n = CheckpointCandidates(g).size();
+    if (n < 3 || n > 11) continue;
+    ++graphs;
+    CAPTURE(seed);
+    PlannerOptions options;
+    options.algorithm = PlanAlgorithm::kExact;
+    Exhaustive all(g, OpCosts(g, options.cost));
+    int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+    double previous_cost = 0;
+    // Budgets from the baseline down to just under the least peak of any set.
+    std::vector<int64_t> sweep;
+    for (int pct = 100; pct >= 40; pct -= 5) sweep.push_back(baseline * pct / 100);
+    sweep.push_back(all.min_peak);
+    sweep.push_back(all.min_peak - 1);
+    std::sort(sweep.rbegin(), sweep.rend());
+    for (int64_t budget : sweep) {
+      CAPTURE(budget);
+      PlanResult result;
+      std::string err;
+      REQUIRE(PlanCheckpoints(g, budget, options, &result, &err));
+      double optimum = all.Optimum(budget);
+      CHECK(result.feasible == (optimum >= 0));
+      if (result.feasible) {
+        CHECK(Near(result.best.recompute_cost, optimum));
+        CHECK(result.best.sim.peak_bytes <= budget);
+        // Monotone: a smaller budget never costs less.
+        CHECK(result.best.recompute_cost >= previous_cost - 1e-9);
+        previous_cost = result.best.recompute_cost;
+      } else {
+        CHECK(result.min_feasible_peak_bytes == all.min_peak);
+        CHECK(result.best.sim.peak_bytes == all.min_peak);
+      }
+      CHECK(result.baseline_peak_bytes == baseline);
+      ++budgets;
+    }
+  }
+  CHECK(graphs == 25);
+  CHECK(budgets >= 25 * 10);
+}
+
+TEST_CASE("planner: greedy plans fit and never beat the optimum") {
+  int checked = 0;
+  for (uint32_t seed = 1; checked < 60 && seed < 400; ++seed) {
+    Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 6 + static_cast<int>(seed % 9)));
+    if (CheckpointCandidates(g).size() > 11) continue;
+    CAPTURE(seed);
+    PlannerOptions options;
+    options.algorithm = PlanAlgorithm::kGreedy;
+    Exhaustive all(g, OpCosts(g, options.cost));
+    int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+    for (int pct : {90, 70, 50}) {
+      int64_t budget = baseline * pct / 100;
+      PlanResult result;
+      std::string err;
+      REQUIRE(PlanCheckpoints(g, budget, options, &result, &err));
+      double optimum = all.Optimum(budget);
+      if (result.feasible) {
+        CHECK(result.best.sim.peak_bytes <= budget);
+        CHECK(result.best.recompute_cost >= optimum - 1e-9);
+      }
+      CHECK(result.min_feasible_peak_bytes >= all.min_peak);
+      ++checked;
+    }
+  }
+  CHECK(checked >= 60);
+}
+
+TEST_CASE("planner: the examples fit at 70% of their baseline peak") {
+  for (const char* name : {"mlp.graph.json", "gpt_tiny.graph.json", "densenet_toy.graph.json",
+                           "cnn_small.joint.graph.json", "mlp_torch.joint.graph.json"}) {
+    CAPTURE(name);
+    JointGraph jg;
+    std::string err;
+    REQUIRE(LoadJointGraph(testing::ExamplePath(name), GraphLoadOptions(), &jg, &err));
+    int64_t baseline = testing::Baseline(jg.graph, AccumulationMode::kInplace).peak_bytes;
+    int64_t floor = PeakLowerBound(jg.graph);
+    int64_t budget = std::max(floor, baseline * 7 / 10);
+    PlanResult result;
+    REQUIRE(PlanCheckpoints(jg.graph, budget, PlannerOptions(), &result, &err));
+    CAPTURE(result.min_feasible_peak_bytes);
+    CAPTURE(budget);
+    if (result.feasible) {
+      CHECK(result.best.sim.peak_bytes <= budget);
+      CHECK(result.best.recompute_cost > 0);
+    }
+    CHECK(result.min_feasible_peak_bytes >= floor);
+    CHECK(result.min_feasible_peak_bytes <= baseline);
+  }
+}
+
+TEST_CASE("planner: the exact planner refuses graphs with too many candidates") {
+  JointGraph jg;
+  std::string err;
+  REQUIRE(LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg,
+                         &err));
+  PlannerOptions options;
+  options.algorithm = PlanAlgorithm::kExact;
+  PlanResult result;
+  CHECK_FALSE(PlanCheckpoints(jg.graph, 1, options, &result, &err));
+  CHECK(err.rfind("the exact planner takes at most 22 candidate tensors; this graph has ", 0) == 0);
+}
+
+}  // namespace
+}  // namespace memplan
