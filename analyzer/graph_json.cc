@@ -77,13 +77,13 @@ class ObjectView {
   ObjectView(const std::string* keys, const json* values, size_t n)
       : keys_(keys), values_(values), n_(n) {}
 
-  const json* Find(const char* key) const {
+  const json* Find(std::string_view key) const {
     if (json_ != nullptr) {
       auto it = json_->find(key);
       return it == json_->end() ? nullptr : &*it;
     }
     for (size_t i = n_; i-- > 0;)
-      if (keys_[i] == key) return &values_[i];
+      if (std::string_view(keys_[i]) == key) return &values_[i];  // sizes first
     return nullptr;
   }
   template <class F>

@@ -100,9 +100,20 @@ const std::map<std::string, Family, std::less<>>& Families() {
   return *table;
 }
 
+// CanonicalOpType without building a string.
+std::string_view CanonicalView(std::string_view type) {
+  for (std::string_view prefix : {std::string_view("aten."), std::string_view("aten::")}) {
+    if (type.substr(0, prefix.size()) == prefix) {
+      type.remove_prefix(prefix.size());
+      return type.substr(0, type.find('.'));
+    }
+  }
+  return type;
+}
+
 Family FamilyOf(const Op& op) {
   const auto& table = Families();
-  auto it = table.find(CanonicalOpType(op.type));
+  auto it = table.find(CanonicalView(op.type));
   return it == table.end() ? Family::kUnknown : it->second;
 }
 
@@ -132,7 +143,8 @@ BackwardRule RuleFor(const Graph& g, const Op& op, const std::vector<bool>& requ
     if (n >= 2 && rg(1)) r.saved_inputs.push_back(0);
     std::sort(r.saved_inputs.begin(), r.saved_inputs.end());
   };
-  switch (FamilyOf(op)) {
+  const Family family = FamilyOf(op);
+  switch (family) {
     case Family::kUnknown:
       r.known = false;
       for (size_t i = 0; i < n; ++i) r.saved_inputs.push_back(static_cast<int>(i));
@@ -181,7 +193,7 @@ BackwardRule RuleFor(const Graph& g, const Op& op, const std::vector<bool>& requ
       if (n >= 1) {
         DType stat =
             g.tensors[op.inputs[0]].dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-        if (FamilyOf(op) == Family::kLayerNorm)
+        if (family == Family::kLayerNorm)
           r.extras.push_back({"mean", DropLast(shape(0)), stat});
         r.extras.push_back({"rstd", DropLast(shape(0)), stat});
       }
@@ -194,7 +206,7 @@ BackwardRule RuleFor(const Graph& g, const Op& op, const std::vector<bool>& requ
       for (size_t i = 3; i < n; ++i) r.input_grad[i] = GradFlow::kNone;  // running stats
       if (n >= 1 && !shape(0).empty()) {
         std::vector<Dim> stat_shape;
-        if (FamilyOf(op) == Family::kBatchNorm) {
+        if (family == Family::kBatchNorm) {
           if (shape(0).size() >= 2) stat_shape.push_back(shape(0)[1]);
         } else {
           stat_shape.push_back(shape(0)[0]);
@@ -286,7 +298,7 @@ double EstimateFlops(const Graph& g, const Op& op) {
   const size_t n = op.inputs.size();
   double out = op.outputs.empty() ? 0.0 : numel(op.outputs[0]);
   double in0 = n >= 1 ? numel(op.inputs[0]) : 0.0;
-  std::string type = CanonicalOpType(op.type);
+  const std::string_view type = CanonicalView(op.type);
   switch (FamilyOf(op)) {
     case Family::kMatmul:
       if (n < 2) return out;
