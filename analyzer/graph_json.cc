@@ -13,60 +13,18 @@
 #include <type_traits>
 
 #include "analyzer/json_scan.h"
+#include "analyzer/json_util.h"
 
 namespace memplan {
 namespace {
 
 using json = nlohmann::json;
+using json_util::Found;
+using json_util::IsNonNegativeInteger;
+using json_util::PointerToken;
+using json_util::Quote;
+using json_util::TypeName;
 using ojson = nlohmann::ordered_json;
-
-const char* TypeName(const json& j) {
-  switch (j.type()) {
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::null:
-      return "null";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-    case json::value_t::number_float:
-      return "a number";
-    default:
-      return "a value";
-  }
-}
-
-// A JSON value rendered briefly for "found ..." in messages.
-std::string Found(const json& j) {
-  if (j.is_number() || j.is_boolean() || j.is_null()) return j.dump();
-  if (j.is_string()) {
-    std::string s = j.get<std::string>();
-    if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return json(s).dump();
-  }
-  return TypeName(j);
-}
-
-std::string Quote(const std::string& s) { return json(s).dump(); }
-
-// An object key as a JSON pointer token (RFC 6901).
-std::string PointerToken(const std::string& key) {
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
 
 // A JSON object as a DOM, or as the flat key/value list the streaming reader
 // collects for each tensor and op (no map to build). With duplicate keys the
@@ -149,12 +107,6 @@ class Reader {
   std::string file_;
   std::string* err_;
 };
-
-bool IsNonNegativeInteger(const json& j) {
-  if (j.is_number_unsigned()) return j.get<uint64_t>() <= uint64_t(INT64_MAX);
-  if (j.is_number_integer()) return j.get<int64_t>() >= 0;
-  return false;
-}
 
 std::string ExtraKeys(ObjectView obj, std::initializer_list<const char*> known) {
   json extra;
@@ -736,9 +688,7 @@ class StreamingReader final : public nlohmann::json_sax<json> {
   bool end_object() override { return End(true); }
   bool end_array() override { return End(false); }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    std::string what = e.what();
-    size_t close = what.find("] ");
-    syntax_error_ = close == std::string::npos ? what : what.substr(close + 2);
+    syntax_error_ = json_util::ExceptionText(e);
     return false;
   }
 
