@@ -72,13 +72,7 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   r["format"] = "memplan.report/1";
   r["command"] = "plan";
   r["memplan_version"] = MemplanVersion();
-  r["graph"] = {{"name", g.name},
-                {"file", jg.file},
-                {"style", jg.lowered ? "forward" : "joint"},
-                {"ops", jg.input_ops},
-                {"tensors", jg.input_tensors},
-                {"joint_ops", g.ops.size()},
-                {"joint_tensors", g.tensors.size()}};
+  r["graph"] = GraphReportJson(jg);
   r["budget_bytes"] = plan.budget_bytes;
   r["feasible"] = result.feasible;
   r["min_feasible_peak_bytes"] = result.min_feasible_peak_bytes;
@@ -109,20 +103,7 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   }
   r["recomputed"] = recomputed;
   r["recompute_runs"] = sim.recompute_runs;
-  ojson live = ojson::array();
-  for (size_t i = 0; i < sim.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
-    const LiveBuffer& lb = sim.live_at_peak[i];
-    int producer = lb.workspace_of >= 0 ? lb.workspace_of : g.tensors[lb.owner].producer;
-    std::string name =
-        lb.workspace_of >= 0 ? g.ops[lb.workspace_of].id + ":workspace" : g.tensors[lb.owner].id;
-    TensorKind kind = lb.owner >= 0 ? g.tensors[lb.owner].kind : TensorKind::kTemporary;
-    live.push_back({{"tensor", name},
-                    {"bytes", lb.bytes},
-                    {"kind", TensorKindName(kind)},
-                    {"producer", producer >= 0 ? ojson(g.ops[producer].id) : ojson(nullptr)},
-                    {"scope", producer >= 0 ? g.ops[producer].scope : std::string()}});
-  }
-  r["live_at_peak"] = live;
+  r["live_at_peak"] = LiveAtPeakJson(g, sim, top);
   r["warnings"] = jg.warnings;
   return r.dump(2) + "\n";
 }

@@ -46,6 +46,33 @@ TensorKind EntryKind(const Graph& g, const LiveBuffer& lb) {
 
 const char* MemplanVersion() { return MEMPLAN_VERSION; }
 
+nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
+  const Graph& g = jg.graph;
+  return {{"name", g.name},
+          {"file", jg.file},
+          {"style", jg.lowered ? "forward" : "joint"},
+          {"ops", jg.input_ops},
+          {"tensors", jg.input_tensors},
+          {"joint_ops", g.ops.size()},
+          {"joint_tensors", g.tensors.size()}};
+}
+
+nlohmann::ordered_json LiveAtPeakJson(const Graph& g, const SimResult& sim, int top) {
+  ojson live = ojson::array();
+  for (size_t i = 0; i < sim.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
+    const LiveBuffer& lb = sim.live_at_peak[i];
+    int producer = EntryProducer(g, lb);
+    live.push_back({{"tensor", EntryName(g, lb)},
+                    {"bytes", lb.bytes},
+                    {"kind", TensorKindName(EntryKind(g, lb))},
+                    {"producer", producer >= 0 ? ojson(g.ops[producer].id) : ojson(nullptr)},
+                    {"scope", producer >= 0 ? g.ops[producer].scope : std::string()}});
+    std::string held_by = HeldBy(g, lb);
+    if (!held_by.empty()) live.back()["held_by"] = held_by;
+  }
+  return live;
+}
+
 std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) {
   const Graph& g = jg.graph;
   const SimResult& sim = a.sim;
@@ -53,13 +80,7 @@ std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) 
   r["format"] = "memplan.report/1";
   r["command"] = "analyze";
   r["memplan_version"] = MemplanVersion();
-  r["graph"] = {{"name", g.name},
-                {"file", jg.file},
-                {"style", jg.lowered ? "forward" : "joint"},
-                {"ops", jg.input_ops},
-                {"tensors", jg.input_tensors},
-                {"joint_ops", g.ops.size()},
-                {"joint_tensors", g.tensors.size()}};
+  r["graph"] = GraphReportJson(jg);
   r["accumulation"] = AccumulationModeName(a.accumulation);
   ojson symbols = ojson::object();
   for (const auto& [name, value] : g.symbols) symbols[name] = value;
@@ -77,19 +98,7 @@ std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) 
   for (int k = 0; k < kNumTensorKinds; ++k)
     by_kind[TensorKindName(static_cast<TensorKind>(k))] = sim.peak_by_kind[k];
   r["by_category"] = by_kind;
-  ojson live = ojson::array();
-  for (size_t i = 0; i < sim.live_at_peak.size() && static_cast<int>(i) < top; ++i) {
-    const LiveBuffer& lb = sim.live_at_peak[i];
-    int producer = EntryProducer(g, lb);
-    live.push_back({{"tensor", EntryName(g, lb)},
-                    {"bytes", lb.bytes},
-                    {"kind", TensorKindName(EntryKind(g, lb))},
-                    {"producer", producer >= 0 ? ojson(g.ops[producer].id) : ojson(nullptr)},
-                    {"scope", producer >= 0 ? g.ops[producer].scope : std::string()}});
-    std::string held_by = HeldBy(g, lb);
-    if (!held_by.empty()) live.back()["held_by"] = held_by;
-  }
-  r["live_at_peak"] = live;
+  r["live_at_peak"] = LiveAtPeakJson(g, sim, top);
   r["live_at_peak_count"] = sim.live_at_peak.size();
   r["warnings"] = jg.warnings;
   return r.dump(2) + "\n";

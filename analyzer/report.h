@@ -3,6 +3,7 @@
 #ifndef MEMPLAN_ANALYZER_REPORT_H_
 #define MEMPLAN_ANALYZER_REPORT_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "analyzer/analysis.h"
@@ -10,6 +11,12 @@
 namespace memplan {
 
 const char* MemplanVersion();
+
+// The "graph" object every report carries.
+nlohmann::ordered_json GraphReportJson(const JointGraph& jg);
+// The `top` largest buffers alive at the peak: tensor, bytes, kind, producer,
+// scope, and held_by when only a view of the buffer is alive.
+nlohmann::ordered_json LiveAtPeakJson(const Graph& g, const SimResult& sim, int top);
 
 // `top` caps the live_at_peak list (the total count is reported beside it).
 std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top);

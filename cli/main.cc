@@ -21,6 +21,7 @@
 #include "analyzer/sha256.h"
 #include "analyzer/simulator.h"
 #include "analyzer/units.h"
+#include "analyzer/verify_report.h"
 
 namespace memplan {
 namespace {
@@ -153,92 +154,6 @@ struct VerifyFlags {
   bool quiet = false;
 };
 
-struct Verification {
-  bool valid = false;
-  std::string error;  // the simulator's, when invalid
-  SimResult sim;
-  bool sha_matches = false;
-  // 1 within budget_bytes, 0 over, -1 not known: the program is invalid or
-  // the plan has no budget (budget_bytes 0).
-  int within_budget = -1;
-};
-
-std::string VerifyReportJson(const JointGraph& jg, const VerifyFlags& f, const Plan& plan,
-                             const Verification& v) {
-  using ojson = nlohmann::ordered_json;
-  const Graph& g = jg.graph;
-  ojson r;
-  r["format"] = "memplan.report/1";
-  r["command"] = "verify";
-  r["memplan_version"] = MemplanVersion();
-  r["graph"] = {{"name", g.name},
-                {"file", jg.file},
-                {"style", jg.lowered ? "forward" : "joint"},
-                {"ops", jg.input_ops},
-                {"tensors", jg.input_tensors},
-                {"joint_ops", g.ops.size()},
-                {"joint_tensors", g.tensors.size()}};
-  r["plan"] = f.plan;
-  r["valid"] = v.valid;
-  r["error"] = v.valid ? ojson(nullptr) : ojson(v.error);
-  r["peak_bytes"] = v.valid ? ojson(v.sim.peak_bytes) : ojson(nullptr);
-  r["recompute_cost"] = v.valid ? ojson(v.sim.recompute_cost) : ojson(nullptr);
-  r["recomputed_runs"] = v.valid ? ojson(v.sim.recompute_runs) : ojson(nullptr);
-  r["predicted_peak_bytes"] = plan.predicted.peak_bytes;
-  r["graph_sha256_matches"] = v.sha_matches;
-  r["budget_bytes"] = plan.budget_bytes;
-  r["within_budget"] = v.within_budget < 0 ? ojson(nullptr) : ojson(v.within_budget == 1);
-  return r.dump(2) + "\n";
-}
-
-std::string VerifySummary(const JointGraph& jg, const VerifyFlags& f, const Plan& plan,
-                          const Verification& v) {
-  const Graph& g = jg.graph;
-  const SimResult& sim = v.sim;
-  auto bytes = [](int64_t b) { return fmt::format("{} ({} bytes)", FormatBytes(b), b); };
-  std::string name = g.name.empty() ? "(unnamed)" : g.name;
-  std::string out = fmt::format("memplan verify {} {}\n", f.common.graph, f.plan);
-  if (jg.lowered)
-    out += fmt::format(
-        "  graph     {}: {} ops, {} tensors, forward-only; lowered to {} ops, {} tensors\n", name,
-        jg.input_ops, jg.input_tensors, g.ops.size(), g.tensors.size());
-  else
-    out += fmt::format("  graph     {}: {} ops, {} tensors, joint\n", name, g.ops.size(),
-                       g.tensors.size());
-  out += fmt::format("  plan      {} steps, made for \"{}\"; graph_sha256 {}\n",
-                     plan.program.steps.size(), plan.graph,
-                     v.sha_matches ? "matches the graph file" : "DOES NOT MATCH the graph file");
-  if (!v.valid) {
-    out += fmt::format("  result    INVALID: {}\n", v.error);
-    out += fmt::format("  predicted {} (not replayed)\n", bytes(plan.predicted.peak_bytes));
-  } else {
-    out += "  result    valid\n";
-    if (sim.peak_step >= 0) {
-      const Op& op = g.ops[plan.program.steps[sim.peak_step].op];
-      out += fmt::format("  peak      {} at step {}, while \"{}\" runs ({})\n",
-                         bytes(sim.peak_bytes), sim.peak_step, op.id,
-                         sim.recompute[sim.peak_step] ? "recompute" : PhaseName(op.phase));
-    } else {
-      out += fmt::format("  peak      {} before the first step\n", bytes(sim.peak_bytes));
-    }
-    int64_t diff = plan.predicted.peak_bytes - sim.peak_bytes;
-    out += fmt::format("  predicted {}, {}\n", bytes(plan.predicted.peak_bytes),
-                       diff == 0 ? std::string("as replayed")
-                                 : fmt::format("{} bytes {} than replayed", diff < 0 ? -diff : diff,
-                                               diff < 0 ? "less" : "more"));
-    out += fmt::format("  recompute {} runs, cost {:g} flops\n", sim.recompute_runs,
-                       sim.recompute_cost);
-  }
-  if (plan.budget_bytes == 0)
-    out += "  budget    none (budget_bytes 0)\n";
-  else if (v.within_budget < 0)
-    out += fmt::format("  budget    {}\n", bytes(plan.budget_bytes));
-  else
-    out += fmt::format("  budget    {}: {}\n", bytes(plan.budget_bytes),
-                       v.within_budget ? "the replayed peak is within it" : "OVER BUDGET");
-  return out;
-}
-
 int RunVerify(const VerifyFlags& f) {
   GraphLoadOptions options;
   std::string err;
@@ -276,9 +191,9 @@ int RunVerify(const VerifyFlags& f) {
     std::fprintf(stderr, "memplan: error: %s: invalid program: %s\n", f.plan.c_str(),
                  v.error.c_str());
 
-  if (!f.json.empty() && !WriteFile(f.json, VerifyReportJson(jg, f, plan, v), &err))
+  if (!f.json.empty() && !WriteFile(f.json, VerifyReportJson(jg, f.plan, plan, v), &err))
     return Error(err);
-  if (!f.quiet) std::fputs(VerifySummary(jg, f, plan, v).c_str(), stdout);
+  if (!f.quiet) std::fputs(VerifySummary(jg, f.plan, plan, v).c_str(), stdout);
   ExitNow(v.valid ? kExitOk : kExitCheckFailed);
 }
 
