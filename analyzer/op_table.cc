@@ -193,8 +193,7 @@ BackwardRule RuleFor(const Graph& g, const Op& op, const std::vector<bool>& requ
       if (n >= 1) {
         DType stat =
             g.tensors[op.inputs[0]].dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-        if (family == Family::kLayerNorm)
-          r.extras.push_back({"mean", DropLast(shape(0)), stat});
+        if (family == Family::kLayerNorm) r.extras.push_back({"mean", DropLast(shape(0)), stat});
         r.extras.push_back({"rstd", DropLast(shape(0)), stat});
       }
       r.cost_factor = 2.0;

@@ -162,7 +162,8 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   }
   std::vector<std::vector<int>> frees(steps);
   for (const Instance& inst : instances)
-    if (!kept[inst.tensor] && !inst.consumed && inst.last >= 0) frees[inst.last].push_back(inst.tensor);
+    if (!kept[inst.tensor] && !inst.consumed && inst.last >= 0)
+      frees[inst.last].push_back(inst.tensor);
   Program program;
   program.steps.reserve(2 * steps);
   for (int p = 0; p < steps; ++p) {

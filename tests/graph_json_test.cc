@@ -1,13 +1,14 @@
 // Importer of memplan.graph/1 (analyzer/graph_json.h): every error class is
 // checked word for word, since the messages are a contract with users
 // ("FILE: POINTER: what; expected what", SPEC section 5, exit code 2).
+#include "analyzer/graph_json.h"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <string>
 
 #include "analyzer/graph.h"
-#include "analyzer/graph_json.h"
 
 namespace memplan {
 namespace {
@@ -22,8 +23,7 @@ std::string Err(const std::string& text, const GraphLoadOptions& options = {}) {
 }
 
 // A document with the given tensors and ops arrays (JSON text of the elements).
-std::string Doc(const std::string& tensors, const std::string& ops,
-                const std::string& more = "") {
+std::string Doc(const std::string& tensors, const std::string& ops, const std::string& more = "") {
   return R"({"format": "memplan.graph/1", )" + more + R"("tensors": [)" + tensors +
          R"(], "ops": [)" + ops + "]}";
 }
@@ -103,11 +103,10 @@ TEST_CASE("graph_json: nesting deeper than kMaxJsonDepth is refused quickly") {
   CHECK(Err(doc) == "g.json: nesting deeper than 64 levels at byte " + std::to_string(byte) +
                         "; expected at most 64 levels of arrays and objects");
   // Brackets inside strings do not count.
-  std::string in_string = R"({"format": "memplan.graph/1", "name": ")" + deep +
-                          R"(\"[[", "tensors": [], "ops": []})";
+  std::string in_string =
+      R"({"format": "memplan.graph/1", "name": ")" + deep + R"(\"[[", "tensors": [], "ops": []})";
   CHECK(Err(in_string) == "");
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(seconds < 5.0);
 }
 
@@ -117,8 +116,8 @@ TEST_CASE("graph_json: exactly kMaxJsonDepth levels are accepted") {
   for (int i = 0; i < 62; ++i) src += R"({"a":)";
   src += "1";
   src += std::string(62, '}');
-  std::string ok = R"({"format": "memplan.graph/1", "source": {"x": )" + src +
-                   R"(}, "tensors": [], "ops": []})";
+  std::string ok =
+      R"({"format": "memplan.graph/1", "source": {"x": )" + src + R"(}, "tensors": [], "ops": []})";
   CHECK(Err(ok) == "");
   std::string too_deep = R"({"format": "memplan.graph/1", "source": {"x": {"y": )" + src +
                          R"(}}, "tensors": [], "ops": []})";
@@ -199,8 +198,9 @@ TEST_CASE("graph_json: duplicate tensor id") {
   CHECK(Err(Doc(R"({"id": "a", "shape": [1], "dtype": "float32"},
                    {"id": "b", "shape": [1], "dtype": "float32"},
                    {"id": "a", "shape": [1], "dtype": "float32"})",
-                "")) == "g.json: /tensors/2/id: duplicate tensor id \"a\"; first defined at "
-                        "/tensors/0");
+                "")) ==
+        "g.json: /tensors/2/id: duplicate tensor id \"a\"; first defined at "
+        "/tensors/0");
 }
 
 TEST_CASE("graph_json: shape missing or not an array") {
@@ -267,29 +267,31 @@ TEST_CASE("graph_json: element-count and byte-count overflow") {
   // 2^32 * 2^32 elements: the element count itself overflows.
   CHECK(Err(Doc(R"({"id": "a", "shape": [1], "dtype": "float32"},
                    {"id": "big", "shape": [4294967296, 4294967296], "dtype": "float32"})",
-                "")) == "g.json: /tensors/1/shape: element count overflows 64-bit arithmetic; "
-                        "expected a tensor under 2^63 bytes");
+                "")) ==
+        "g.json: /tensors/1/shape: element count overflows 64-bit arithmetic; "
+        "expected a tensor under 2^63 bytes");
   // 2^31 * 2^31 = 2^62 elements fit, 2^62 * 4 bytes do not.
-  CHECK(Err(Doc(R"({"id": "big", "shape": [2147483648, 2147483648], "dtype": "float32"})",
-                "")) == "g.json: /tensors/0/shape: byte count (4611686018427387904 elements of "
-                        "float32) overflows 64-bit arithmetic; expected a tensor under 2^63 "
-                        "bytes");
+  CHECK(Err(Doc(R"({"id": "big", "shape": [2147483648, 2147483648], "dtype": "float32"})", "")) ==
+        "g.json: /tensors/0/shape: byte count (4611686018427387904 elements of "
+        "float32) overflows 64-bit arithmetic; expected a tensor under 2^63 "
+        "bytes");
   // Through a symbol.
   CHECK(Err(Doc(R"({"id": "big", "shape": ["n", "n"], "dtype": "int8"})", "",
                 R"("symbols": {"n": 4294967296}, )")) ==
         "g.json: /tensors/0/shape: element count overflows 64-bit arithmetic; expected a "
         "tensor under 2^63 bytes");
   // A zero dimension anywhere makes the tensor empty, not an overflow.
-  CHECK(Err(Doc(R"({"id": "e", "shape": [4294967296, 0, 4294967296], "dtype": "float32"})",
-                "")) == "");
+  CHECK(Err(Doc(R"({"id": "e", "shape": [4294967296, 0, 4294967296], "dtype": "float32"})", "")) ==
+        "");
 }
 
 TEST_CASE("graph_json: total bytes across tensors overflow") {
   // Two tensors of 2^62 bytes each: 2^63 does not fit in int64.
   CHECK(Err(Doc(R"({"id": "a", "shape": [1152921504606846976], "dtype": "float32"},
                    {"id": "b", "shape": [1152921504606846976], "dtype": "float32"})",
-                "")) == "g.json: /tensors/1: the bytes of all tensors together overflow 64-bit "
-                        "arithmetic; expected a graph under 2^61 bytes");
+                "")) ==
+        "g.json: /tensors/1: the bytes of all tensors together overflow 64-bit "
+        "arithmetic; expected a graph under 2^61 bytes");
   // Workspaces count too.
   CHECK(Err(Doc(R"({"id": "x", "shape": [1152921504606846976], "dtype": "float32", "kind": "input"},
                    {"id": "y", "shape": [1], "dtype": "float32"})",
@@ -312,30 +314,34 @@ TEST_CASE("graph_json: alias_of unknown") {
 TEST_CASE("graph_json: alias_of itself") {
   CHECK(Err(Doc(R"({"id": "b", "shape": [1], "dtype": "float32"},
                    {"id": "a", "shape": [1], "dtype": "float32", "alias_of": "a"})",
-                "")) == "g.json: /tensors/1/alias_of: tensor \"a\" is a view of itself; "
-                        "expected another tensor's id");
+                "")) ==
+        "g.json: /tensors/1/alias_of: tensor \"a\" is a view of itself; "
+        "expected another tensor's id");
 }
 
 TEST_CASE("graph_json: alias cycle") {
   CHECK(Err(Doc(R"({"id": "a", "shape": [1], "dtype": "float32", "alias_of": "b"},
                    {"id": "b", "shape": [1], "dtype": "float32", "alias_of": "a"})",
-                "")) == "g.json: /tensors/0/alias_of: alias cycle a -> b -> a; expected a chain "
-                        "ending at a tensor that owns its memory");
+                "")) ==
+        "g.json: /tensors/0/alias_of: alias cycle a -> b -> a; expected a chain "
+        "ending at a tensor that owns its memory");
   // A chain leading into a cycle reports the cycle, not the chain.
   CHECK(Err(Doc(R"({"id": "v", "shape": [1], "dtype": "float32", "alias_of": "a"},
                    {"id": "a", "shape": [1], "dtype": "float32", "alias_of": "b"},
                    {"id": "b", "shape": [1], "dtype": "float32", "alias_of": "c"},
                    {"id": "c", "shape": [1], "dtype": "float32", "alias_of": "a"})",
-                "")) == "g.json: /tensors/1/alias_of: alias cycle a -> b -> c -> a; expected a "
-                        "chain ending at a tensor that owns its memory");
+                "")) ==
+        "g.json: /tensors/1/alias_of: alias cycle a -> b -> c -> a; expected a "
+        "chain ending at a tensor that owns its memory");
 }
 
 TEST_CASE("graph_json: resident view of a non-resident tensor") {
   CHECK(Err(Doc(R"({"id": "h", "shape": [4], "dtype": "float32"},
                    {"id": "p", "shape": [4], "dtype": "float32", "kind": "parameter",
                     "alias_of": "h"})",
-                "")) == "g.json: /tensors/1/alias_of: resident tensor \"p\" (parameter) is a view "
-                        "of \"h\" (activation); expected a resident base");
+                "")) ==
+        "g.json: /tensors/1/alias_of: resident tensor \"p\" (parameter) is a view "
+        "of \"h\" (activation); expected a resident base");
 }
 
 TEST_CASE("graph_json: grad_of unknown") {
@@ -354,23 +360,26 @@ TEST_CASE("graph_json: grad_of on a tensor whose kind is not gradient") {
   CHECK(Err(Doc(R"({"id": "w", "shape": [3], "dtype": "float32", "kind": "parameter"},
                    {"id": "g", "shape": [3], "dtype": "float32", "kind": "activation",
                     "grad_of": "w"})",
-                "")) == "g.json: /tensors/1/grad_of: tensor \"g\" has kind activation; expected "
-                        "kind gradient on a tensor with grad_of");
+                "")) ==
+        "g.json: /tensors/1/grad_of: tensor \"g\" has kind activation; expected "
+        "kind gradient on a tensor with grad_of");
 }
 
 TEST_CASE("graph_json: two gradients for one tensor") {
   CHECK(Err(Doc(R"({"id": "w", "shape": [3], "dtype": "float32", "kind": "parameter"},
                    {"id": "g1", "shape": [3], "dtype": "float32", "grad_of": "w"},
                    {"id": "g2", "shape": [3], "dtype": "float32", "grad_of": "w"})",
-                "")) == "g.json: /tensors/2/grad_of: \"w\" already has gradient \"g1\" "
-                        "(/tensors/1); expected one gradient per tensor");
+                "")) ==
+        "g.json: /tensors/2/grad_of: \"w\" already has gradient \"g1\" "
+        "(/tensors/1); expected one gradient per tensor");
 }
 
 TEST_CASE("graph_json: gradient element count differs from its tensor") {
   CHECK(Err(Doc(R"({"id": "w", "shape": [3, 4], "dtype": "float32", "kind": "parameter"},
                    {"id": "g", "shape": [4, 4], "dtype": "float32", "grad_of": "w"})",
-                "")) == "g.json: /tensors/1/grad_of: gradient \"g\" has 16 elements but \"w\" has "
-                        "12; expected the same number");
+                "")) ==
+        "g.json: /tensors/1/grad_of: gradient \"g\" has 16 elements but \"w\" has "
+        "12; expected the same number");
   // Same count, different shape or dtype: accepted (e.g. a flattened bf16 grad).
   CHECK(Err(Doc(R"({"id": "w", "shape": [3, 4], "dtype": "float32", "kind": "parameter"},
                    {"id": "g", "shape": [12], "dtype": "bfloat16", "grad_of": "w"})",
@@ -580,8 +589,9 @@ TEST_CASE("graph_json: --set of a symbol the graph neither declares nor uses") {
 }
 
 TEST_CASE("graph_json: --set of a declared symbol changes bytes") {
-  std::string doc = Doc(R"({"id": "x", "shape": ["batch", 3], "dtype": "float16", "kind": "input"})",
-                        "", R"("symbols": {"batch": 4}, )");
+  std::string doc =
+      Doc(R"({"id": "x", "shape": ["batch", 3], "dtype": "float16", "kind": "input"})", "",
+          R"("symbols": {"batch": 4}, )");
   Graph g;
   std::string err;
   REQUIRE(ParseGraph(doc, "g.json", {}, &g, &err));
@@ -702,18 +712,17 @@ TEST_CASE("graph_json: every dtype has its size") {
   struct {
     const char* name;
     int64_t size;
-  } cases[] = {{"float64", 8}, {"float32", 4},       {"float16", 2},     {"bfloat16", 2},
-               {"float8_e4m3fn", 1}, {"float8_e5m2", 1}, {"int64", 8}, {"int32", 4},
-               {"int16", 2},   {"int8", 1},          {"uint8", 1},       {"bool", 1},
+  } cases[] = {{"float64", 8},       {"float32", 4},     {"float16", 2}, {"bfloat16", 2},
+               {"float8_e4m3fn", 1}, {"float8_e5m2", 1}, {"int64", 8},   {"int32", 4},
+               {"int16", 2},         {"int8", 1},        {"uint8", 1},   {"bool", 1},
                {"complex64", 8}};
   for (const auto& c : cases) {
     CAPTURE(c.name);
     Graph g;
     std::string err;
-    REQUIRE(ParseGraph(Doc(std::string(R"({"id": "t", "shape": [3], "dtype": ")") + c.name +
-                               R"("})",
-                           ""),
-                       "g.json", {}, &g, &err));
+    REQUIRE(ParseGraph(
+        Doc(std::string(R"({"id": "t", "shape": [3], "dtype": ")") + c.name + R"("})", ""),
+        "g.json", {}, &g, &err));
     CHECK(g.tensors[0].bytes == 3 * c.size);
     CHECK(std::string(DTypeName(g.tensors[0].dtype)) == c.name);
   }
@@ -894,9 +903,8 @@ TEST_CASE("graph_json: the example graphs load") {
     CAPTURE(name);
     Graph g;
     std::string err;
-    CHECK_MESSAGE(LoadGraphFile(std::string(MEMPLAN_SOURCE_DIR) + "/examples/" + name, {}, &g,
-                                &err),
-                  err);
+    CHECK_MESSAGE(
+        LoadGraphFile(std::string(MEMPLAN_SOURCE_DIR) + "/examples/" + name, {}, &g, &err), err);
     CHECK(g.joint == (std::string(name).find(".joint.") != std::string::npos));
   }
 }

@@ -41,11 +41,11 @@ std::string O(const std::string& id, const std::string& type, const std::string&
 const std::string kLoss = T("loss", "[]");
 
 TEST_CASE("lower: linear saves the input only when the weight needs a gradient") {
-  Graph g = MustLower(Doc(T("x", "[\"B\", 8]", "input") + "," + T("w", "[16, 8]", "parameter") +
-                              "," + T("b", "[16]", "parameter") + "," + T("y", "[\"B\", 16]") +
-                              "," + kLoss,
-                          O("fc", "linear", R"(["x","w","b"])", R"(["y"])") + "," +
-                              O("l", "mean", R"(["y"])", R"(["loss"])")));
+  Graph g =
+      MustLower(Doc(T("x", "[\"B\", 8]", "input") + "," + T("w", "[16, 8]", "parameter") + "," +
+                        T("b", "[16]", "parameter") + "," + T("y", "[\"B\", 16]") + "," + kLoss,
+                    O("fc", "linear", R"(["x","w","b"])", R"(["y"])") + "," +
+                        O("l", "mean", R"(["y"])", R"(["loss"])")));
   CHECK(g.joint);
   const Op& bw = OpNamed(g, "fc.bw");
   CHECK(bw.phase == Phase::kBackward);
@@ -66,13 +66,12 @@ TEST_CASE("lower: linear saves the input only when the weight needs a gradient")
 }
 
 TEST_CASE("lower: an activation that needs a gradient makes linear save both operands") {
-  Graph g = MustLower(Doc(
-      T("x", "[4, 8]", "input") + "," + T("w1", "[8, 8]", "parameter") + "," +
-          T("w2", "[8, 8]", "parameter") + "," + T("h", "[4, 8]") + "," + T("y", "[4, 8]") + "," +
-          kLoss,
-      O("fc1", "linear", R"(["x","w1"])", R"(["h"])") + "," +
-          O("fc2", "linear", R"(["h","w2"])", R"(["y"])") + "," +
-          O("l", "sum", R"(["y"])", R"(["loss"])")));
+  Graph g = MustLower(Doc(T("x", "[4, 8]", "input") + "," + T("w1", "[8, 8]", "parameter") + "," +
+                              T("w2", "[8, 8]", "parameter") + "," + T("h", "[4, 8]") + "," +
+                              T("y", "[4, 8]") + "," + kLoss,
+                          O("fc1", "linear", R"(["x","w1"])", R"(["h"])") + "," +
+                              O("fc2", "linear", R"(["h","w2"])", R"(["y"])") + "," +
+                              O("l", "sum", R"(["y"])", R"(["loss"])")));
   CHECK(Names(g, OpNamed(g, "fc2.bw").inputs) == Strings{"y.grad", "h", "w2"});
   CHECK(Names(g, OpNamed(g, "fc2.bw").outputs) == Strings{"h.grad", "w2.grad"});
   CHECK(Names(g, OpNamed(g, "fc1.bw").inputs) == Strings{"h.grad", "x"});
@@ -81,21 +80,21 @@ TEST_CASE("lower: an activation that needs a gradient makes linear save both ope
 }
 
 TEST_CASE("lower: elementwise activations save what their derivative needs") {
-  const std::string tensors = T("w", "[4, 8]", "parameter") + "," + T("h", "[4, 8]") + "," +
-                              T("y", "[4, 8]") + "," + kLoss;
+  const std::string tensors =
+      T("w", "[4, 8]", "parameter") + "," + T("h", "[4, 8]") + "," + T("y", "[4, 8]") + "," + kLoss;
   auto bw_inputs = [&](const std::string& type) {
     Graph g = MustLower(Doc(tensors, O("a", type, R"(["w"])", R"(["h"])") + "," +
                                          O("b", "relu", R"(["h"])", R"(["y"])") + "," +
                                          O("l", "mean", R"(["y"])", R"(["loss"])")));
     return Names(g, OpNamed(g, "a.bw").inputs);
   };
-  CHECK(bw_inputs("relu") == Strings{"h.grad", "h"});      // output
-  CHECK(bw_inputs("sigmoid") == Strings{"h.grad", "h"});   // output
-  CHECK(bw_inputs("tanh") == Strings{"h.grad", "h"});      // output
-  CHECK(bw_inputs("softmax") == Strings{"h.grad", "h"});   // output
+  CHECK(bw_inputs("relu") == Strings{"h.grad", "h"});     // output
+  CHECK(bw_inputs("sigmoid") == Strings{"h.grad", "h"});  // output
+  CHECK(bw_inputs("tanh") == Strings{"h.grad", "h"});     // output
+  CHECK(bw_inputs("softmax") == Strings{"h.grad", "h"});  // output
   CHECK(bw_inputs("log_softmax") == Strings{"h.grad", "h"});
-  CHECK(bw_inputs("gelu") == Strings{"h.grad", "w"});      // input
-  CHECK(bw_inputs("silu") == Strings{"h.grad", "w"});      // input
+  CHECK(bw_inputs("gelu") == Strings{"h.grad", "w"});  // input
+  CHECK(bw_inputs("silu") == Strings{"h.grad", "w"});  // input
   CHECK(bw_inputs("aten.gelu.default") == Strings{"h.grad", "w"});
 }
 
@@ -113,37 +112,36 @@ TEST_CASE("lower: add passes the gradient through as views unless it broadcasts"
   CHECK(AliasOf(g, "b.grad") == "s.grad");
   CHECK(TensorNamed(g, "a.grad").base == g.FindTensor("y.grad"));
   // sub: the second operand's gradient is negated, a new buffer.
-  Graph s = MustLower(Doc(T("a", "[4]", "parameter") + "," + T("b", "[4]", "parameter") + "," +
-                              T("y", "[4]") + "," + kLoss,
-                          O("d", "sub", R"(["a","b"])", R"(["y"])") + "," +
-                              O("l", "mean", R"(["y"])", R"(["loss"])")));
+  Graph s = MustLower(Doc(
+      T("a", "[4]", "parameter") + "," + T("b", "[4]", "parameter") + "," + T("y", "[4]") + "," +
+          kLoss,
+      O("d", "sub", R"(["a","b"])", R"(["y"])") + "," + O("l", "mean", R"(["y"])", R"(["loss"])")));
   CHECK(AliasOf(s, "a.grad") == "y.grad");
   CHECK(AliasOf(s, "b.grad") == "");
 }
 
 TEST_CASE("lower: mul and div save the operands the other gradient needs") {
-  const std::string tensors = T("x", "[4]", "input") + "," + T("w", "[4]", "parameter") + "," +
-                              T("y", "[4]") + "," + kLoss;
+  const std::string tensors =
+      T("x", "[4]", "input") + "," + T("w", "[4]", "parameter") + "," + T("y", "[4]") + "," + kLoss;
   auto lowered = [&](const std::string& type, const std::string& inputs) {
     return MustLower(Doc(tensors, O("m", type, inputs, R"(["y"])") + "," +
                                       O("l", "mean", R"(["y"])", R"(["loss"])")));
   };
   Graph m = lowered("mul", R"(["x","w"])");
   CHECK(Names(m, OpNamed(m, "m.bw").inputs) == Strings{"y.grad", "x"});  // dw = g * x
-  Graph d1 = lowered("div", R"(["w","x"])");                               // dw = g / x
+  Graph d1 = lowered("div", R"(["w","x"])");                             // dw = g / x
   CHECK(Names(d1, OpNamed(d1, "m.bw").inputs) == Strings{"y.grad", "x"});
   Graph d2 = lowered("div", R"(["x","w"])");  // dw = -g * x / w^2
   CHECK(Names(d2, OpNamed(d2, "m.bw").inputs) == Strings{"y.grad", "x", "w"});
 }
 
 TEST_CASE("lower: normalizations save the input and their statistics") {
-  Graph g = MustLower(Doc(
-      T("x", "[\"B\", 16, 32]", "input") + "," + T("w", "[32]", "parameter") + "," +
-          T("b", "[32]", "parameter") + "," + T("y", "[\"B\", 16, 32]") + "," +
-          T("z", "[\"B\", 16, 32]") + "," + kLoss,
-      O("ln", "layer_norm", R"(["x","w","b"])", R"(["y"])") + "," +
-          O("rms", "rms_norm", R"(["y","w"])", R"(["z"])") + "," +
-          O("l", "mean", R"(["z"])", R"(["loss"])")));
+  Graph g = MustLower(Doc(T("x", "[\"B\", 16, 32]", "input") + "," + T("w", "[32]", "parameter") +
+                              "," + T("b", "[32]", "parameter") + "," + T("y", "[\"B\", 16, 32]") +
+                              "," + T("z", "[\"B\", 16, 32]") + "," + kLoss,
+                          O("ln", "layer_norm", R"(["x","w","b"])", R"(["y"])") + "," +
+                              O("rms", "rms_norm", R"(["y","w"])", R"(["z"])") + "," +
+                              O("l", "mean", R"(["z"])", R"(["loss"])")));
   CHECK(Names(g, OpNamed(g, "ln").outputs) == Strings{"y", "ln.mean", "ln.rstd"});
   const Tensor& mean = TensorNamed(g, "ln.mean");
   CHECK(mean.shape.size() == 2);
@@ -154,12 +152,12 @@ TEST_CASE("lower: normalizations save the input and their statistics") {
   CHECK(Names(g, OpNamed(g, "ln.bw").outputs) == Strings{"w.grad.c1", "b.grad"});
   CHECK(Names(g, OpNamed(g, "rms.bw").inputs) == Strings{"z.grad", "y", "w", "rms.rstd"});
 
-  Graph bn = MustLower(Doc(
-      T("x", "[\"B\", 3, 8, 8]", "input") + "," + T("w", "[3]", "parameter") + "," +
-          T("b", "[3]", "parameter") + "," + T("rm", "[3]", "buffer") + "," +
-          T("rv", "[3]", "buffer") + "," + T("y", "[\"B\", 3, 8, 8]") + "," + kLoss,
-      O("bn", "batch_norm", R"(["x","w","b","rm","rv"])", R"(["y"])") + "," +
-          O("l", "mean", R"(["y"])", R"(["loss"])")));
+  Graph bn =
+      MustLower(Doc(T("x", "[\"B\", 3, 8, 8]", "input") + "," + T("w", "[3]", "parameter") + "," +
+                        T("b", "[3]", "parameter") + "," + T("rm", "[3]", "buffer") + "," +
+                        T("rv", "[3]", "buffer") + "," + T("y", "[\"B\", 3, 8, 8]") + "," + kLoss,
+                    O("bn", "batch_norm", R"(["x","w","b","rm","rv"])", R"(["y"])") + "," +
+                        O("l", "mean", R"(["y"])", R"(["loss"])")));
   CHECK(Names(bn, OpNamed(bn, "bn.bw").inputs) ==
         Strings{"y.grad", "x", "w", "bn.save_mean", "bn.save_invstd"});
   CHECK(TensorNamed(bn, "bn.save_mean").bytes == 3 * 4);
@@ -167,12 +165,11 @@ TEST_CASE("lower: normalizations save the input and their statistics") {
 }
 
 TEST_CASE("lower: dropout saves a boolean mask, max_pool2d its indices") {
-  Graph g = MustLower(Doc(
-      T("w", "[2, 3, 8, 8]", "parameter") + "," + T("d", "[2, 3, 8, 8]") + "," +
-          T("p", "[2, 3, 4, 4]") + "," + kLoss,
-      O("drop", "dropout", R"(["w"])", R"(["d"])") + "," +
-          O("pool", "max_pool2d", R"(["d"])", R"(["p"])") + "," +
-          O("l", "mean", R"(["p"])", R"(["loss"])")));
+  Graph g = MustLower(Doc(T("w", "[2, 3, 8, 8]", "parameter") + "," + T("d", "[2, 3, 8, 8]") + "," +
+                              T("p", "[2, 3, 4, 4]") + "," + kLoss,
+                          O("drop", "dropout", R"(["w"])", R"(["d"])") + "," +
+                              O("pool", "max_pool2d", R"(["d"])", R"(["p"])") + "," +
+                              O("l", "mean", R"(["p"])", R"(["loss"])")));
   CHECK(TensorNamed(g, "drop.mask").dtype == DType::kBool);
   CHECK(TensorNamed(g, "drop.mask").bytes == 2 * 3 * 8 * 8);
   CHECK(Names(g, OpNamed(g, "drop.bw").inputs) == Strings{"d.grad", "drop.mask"});
@@ -182,11 +179,11 @@ TEST_CASE("lower: dropout saves a boolean mask, max_pool2d its indices") {
 }
 
 TEST_CASE("lower: attention saves q, k, v, the output and the logsumexp") {
-  Graph g = MustLower(Doc(
-      T("q", "[2, 4, 16, 8]", "parameter") + "," + T("k", "[2, 4, 16, 8]", "parameter") + "," +
-          T("v", "[2, 4, 16, 8]", "parameter") + "," + T("o", "[2, 4, 16, 8]") + "," + kLoss,
-      O("attn", "scaled_dot_product_attention", R"(["q","k","v"])", R"(["o"])") + "," +
-          O("l", "mean", R"(["o"])", R"(["loss"])")));
+  Graph g = MustLower(
+      Doc(T("q", "[2, 4, 16, 8]", "parameter") + "," + T("k", "[2, 4, 16, 8]", "parameter") + "," +
+              T("v", "[2, 4, 16, 8]", "parameter") + "," + T("o", "[2, 4, 16, 8]") + "," + kLoss,
+          O("attn", "scaled_dot_product_attention", R"(["q","k","v"])", R"(["o"])") + "," +
+              O("l", "mean", R"(["o"])", R"(["loss"])")));
   const Op& bw = OpNamed(g, "attn.bw");
   CHECK(Names(g, bw.inputs) == Strings{"o.grad", "q", "k", "v", "o", "attn.logsumexp"});
   CHECK(TensorNamed(g, "attn.logsumexp").bytes == 2 * 4 * 16 * 4);
@@ -195,11 +192,11 @@ TEST_CASE("lower: attention saves q, k, v, the output and the logsumexp") {
 }
 
 TEST_CASE("lower: embedding and cross_entropy give no gradient to indices and targets") {
-  Graph g = MustLower(Doc(
-      T("wte", "[100, 8]", "parameter") + "," + T("idx", "[4]", "input", "int64") + "," +
-          T("tgt", "[4]", "input", "int64") + "," + T("e", "[4, 8]") + "," + kLoss,
-      O("emb", "embedding", R"(["wte","idx"])", R"(["e"])") + "," +
-          O("ce", "cross_entropy", R"(["e","tgt"])", R"(["loss"])")));
+  Graph g = MustLower(
+      Doc(T("wte", "[100, 8]", "parameter") + "," + T("idx", "[4]", "input", "int64") + "," +
+              T("tgt", "[4]", "input", "int64") + "," + T("e", "[4, 8]") + "," + kLoss,
+          O("emb", "embedding", R"(["wte","idx"])", R"(["e"])") + "," +
+              O("ce", "cross_entropy", R"(["e","tgt"])", R"(["loss"])")));
   CHECK(Names(g, OpNamed(g, "ce").outputs) == Strings{"loss", "ce.log_probs"});
   CHECK(Names(g, OpNamed(g, "ce.bw").inputs) == Strings{"loss.grad", "tgt", "ce.log_probs"});
   CHECK(Names(g, OpNamed(g, "ce.bw").outputs) == Strings{"e.grad"});
@@ -210,21 +207,21 @@ TEST_CASE("lower: embedding and cross_entropy give no gradient to indices and ta
 }
 
 TEST_CASE("lower: views, cat, split, expand and slice") {
-  Graph g = MustLower(Doc(
-      T("a", "[4, 6]", "parameter") + "," + T("b", "[4, 2]", "parameter") + "," +
-          T("v", "[24]", "", "float32", R"(, "alias_of": "a")") + "," + T("c", "[4, 8]") + "," +
-          T("p0", "[4, 4]") + "," + T("p1", "[4, 4]") + "," + T("e", "[2, 4, 4]") + "," +
-          T("sl", "[2, 4]") + "," + T("y", "[2, 4, 4]") + "," + T("z", "[2, 4]") + "," +
-          T("u", "[2, 4]") + "," + kLoss,
-      O("view", "view", R"(["a"])", R"(["v"])") + "," +
-          O("cat", "cat", R"(["a","b"])", R"(["c"])") + "," +
-          O("split", "split", R"(["c"])", R"(["p0","p1"])") + "," +
-          O("expand", "expand", R"(["p0"])", R"(["e"])") + "," +
-          O("slice", "slice", R"(["p1"])", R"(["sl"])") + "," +
-          O("mul", "mul", R"(["e","e"])", R"(["y"])") + "," +
-          O("sum2", "sum", R"(["y"])", R"(["z"])") + "," +
-          O("add", "add", R"(["z","sl"])", R"(["u"])") + "," +
-          O("l", "mean", R"(["u"])", R"(["loss"])")));
+  Graph g =
+      MustLower(Doc(T("a", "[4, 6]", "parameter") + "," + T("b", "[4, 2]", "parameter") + "," +
+                        T("v", "[24]", "", "float32", R"(, "alias_of": "a")") + "," +
+                        T("c", "[4, 8]") + "," + T("p0", "[4, 4]") + "," + T("p1", "[4, 4]") + "," +
+                        T("e", "[2, 4, 4]") + "," + T("sl", "[2, 4]") + "," + T("y", "[2, 4, 4]") +
+                        "," + T("z", "[2, 4]") + "," + T("u", "[2, 4]") + "," + kLoss,
+                    O("view", "view", R"(["a"])", R"(["v"])") + "," +
+                        O("cat", "cat", R"(["a","b"])", R"(["c"])") + "," +
+                        O("split", "split", R"(["c"])", R"(["p0","p1"])") + "," +
+                        O("expand", "expand", R"(["p0"])", R"(["e"])") + "," +
+                        O("slice", "slice", R"(["p1"])", R"(["sl"])") + "," +
+                        O("mul", "mul", R"(["e","e"])", R"(["y"])") + "," +
+                        O("sum2", "sum", R"(["y"])", R"(["z"])") + "," +
+                        O("add", "add", R"(["z","sl"])", R"(["u"])") + "," +
+                        O("l", "mean", R"(["u"])", R"(["loss"])")));
   // The unread view "v" carries no gradient, so view has no backward.
   CHECK(g.FindOp("view.bw") < 0);
   CHECK(AliasOf(g, "a.grad") == "c.grad");  // cat: slices of the output gradient
@@ -239,16 +236,16 @@ TEST_CASE("lower: views, cat, split, expand and slice") {
 }
 
 TEST_CASE("lower: a tensor read k times gets k contributions and k-1 accumulate ops") {
-  Graph g = MustLower(Doc(
-      T("w", "[8]", "parameter") + "," + T("h", "[8]") + "," + T("y1", "[8]") + "," +
-          T("y2", "[8]") + "," + T("y3", "[8]") + "," + T("s", "[8]") + "," + T("s2", "[8]") +
-          "," + kLoss,
-      O("f", "tanh", R"(["w"])", R"(["h"])") + "," + O("g1", "relu", R"(["h"])", R"(["y1"])") +
-          "," + O("g2", "gelu", R"(["h"])", R"(["y2"])") + "," +
-          O("g3", "sigmoid", R"(["h"])", R"(["y3"])") + "," +
-          O("a1", "add", R"(["y1","y2"])", R"(["s"])") + "," +
-          O("a2", "add", R"(["s","y3"])", R"(["s2"])") + "," +
-          O("l", "mean", R"(["s2"])", R"(["loss"])")));
+  Graph g = MustLower(Doc(T("w", "[8]", "parameter") + "," + T("h", "[8]") + "," + T("y1", "[8]") +
+                              "," + T("y2", "[8]") + "," + T("y3", "[8]") + "," + T("s", "[8]") +
+                              "," + T("s2", "[8]") + "," + kLoss,
+                          O("f", "tanh", R"(["w"])", R"(["h"])") + "," +
+                              O("g1", "relu", R"(["h"])", R"(["y1"])") + "," +
+                              O("g2", "gelu", R"(["h"])", R"(["y2"])") + "," +
+                              O("g3", "sigmoid", R"(["h"])", R"(["y3"])") + "," +
+                              O("a1", "add", R"(["y1","y2"])", R"(["s"])") + "," +
+                              O("a2", "add", R"(["s","y3"])", R"(["s2"])") + "," +
+                              O("l", "mean", R"(["s2"])", R"(["loss"])")));
   // Contributions arrive in reverse forward order: g3, g2, g1.
   CHECK(Names(g, OpNamed(g, "g3.bw").outputs) == Strings{"h.grad.c0"});
   CHECK(Names(g, OpNamed(g, "g2.bw").outputs) == Strings{"h.grad.c1"});
@@ -274,9 +271,8 @@ TEST_CASE("lower: ops off the gradient path get no backward") {
   Graph g = MustLower(Doc(
       T("x", "[8]", "input") + "," + T("w", "[8]", "parameter") + "," + T("n", "[8]") + "," +
           T("h", "[8]") + "," + T("y", "[8]") + "," + kLoss,
-      O("noise", "relu", R"(["x"])", R"(["n"])") + "," +
-          O("f", "mul", R"(["n","w"])", R"(["h"])") + "," +
-          O("side", "tanh", R"(["h"])", R"(["y"])") + "," +
+      O("noise", "relu", R"(["x"])", R"(["n"])") + "," + O("f", "mul", R"(["n","w"])", R"(["h"])") +
+          "," + O("side", "tanh", R"(["h"])", R"(["y"])") + "," +
           O("l", "mean", R"(["h"])", R"(["loss"])")));
   CHECK(g.FindOp("noise.bw") < 0);  // no parameter upstream
   CHECK(g.FindOp("side.bw") < 0);   // its output does not reach the loss
@@ -307,10 +303,10 @@ TEST_CASE("lower: explicit saves override the table; no parameter means an empty
   CHECK(Names(g, OpNamed(g, "f.bw").inputs) == Strings{"h.grad", "h"});
 
   std::vector<std::string> warnings;
-  Graph none = MustLower(Doc(T("x", "[8]", "input") + "," + T("h", "[8]") + "," + kLoss,
-                             O("f", "relu", R"(["x"])", R"(["h"])") + "," +
-                                 O("l", "mean", R"(["h"])", R"(["loss"])")),
-                         &warnings);
+  Graph none = MustLower(
+      Doc(T("x", "[8]", "input") + "," + T("h", "[8]") + "," + kLoss,
+          O("f", "relu", R"(["x"])", R"(["h"])") + "," + O("l", "mean", R"(["h"])", R"(["loss"])")),
+      &warnings);
   CHECK(none.ops.size() == 2);
   CHECK(warnings == Strings{"no graph output depends on a parameter; the backward is empty"});
 }
@@ -352,13 +348,45 @@ TEST_CASE("op table: canonical names strip the aten namespace and overload") {
   CHECK(CanonicalOpType("aten::addmm") == "addmm");
   CHECK(CanonicalOpType("aten.add.Tensor") == "add");
   CHECK(CanonicalOpType("relu") == "relu");
-  for (const char* name : {"linear", "matmul", "mm", "bmm", "addmm", "convolution", "relu", "gelu",
-                           "silu", "tanh", "sigmoid", "add", "sub", "mul", "div", "softmax",
-                           "log_softmax", "layer_norm", "batch_norm", "group_norm", "rms_norm",
-                           "dropout", "embedding", "max_pool2d", "avg_pool2d",
-                           "adaptive_avg_pool2d", "cat", "split", "reshape", "view", "transpose",
-                           "permute", "expand", "slice", "scaled_dot_product_attention",
-                           "cross_entropy", "mse_loss", "sum", "mean"}) {
+  for (const char* name : {"linear",
+                           "matmul",
+                           "mm",
+                           "bmm",
+                           "addmm",
+                           "convolution",
+                           "relu",
+                           "gelu",
+                           "silu",
+                           "tanh",
+                           "sigmoid",
+                           "add",
+                           "sub",
+                           "mul",
+                           "div",
+                           "softmax",
+                           "log_softmax",
+                           "layer_norm",
+                           "batch_norm",
+                           "group_norm",
+                           "rms_norm",
+                           "dropout",
+                           "embedding",
+                           "max_pool2d",
+                           "avg_pool2d",
+                           "adaptive_avg_pool2d",
+                           "cat",
+                           "split",
+                           "reshape",
+                           "view",
+                           "transpose",
+                           "permute",
+                           "expand",
+                           "slice",
+                           "scaled_dot_product_attention",
+                           "cross_entropy",
+                           "mse_loss",
+                           "sum",
+                           "mean"}) {
     CAPTURE(name);
     std::vector<std::string> known = KnownOpTypes();
     CHECK(std::find(known.begin(), known.end(), name) != known.end());

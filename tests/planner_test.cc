@@ -137,8 +137,8 @@ TEST_CASE("planner: the examples fit at 70% of their baseline peak") {
 TEST_CASE("planner: the exact planner refuses graphs with too many candidates") {
   JointGraph jg;
   std::string err;
-  REQUIRE(LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg,
-                         &err));
+  REQUIRE(
+      LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg, &err));
   PlannerOptions options;
   options.algorithm = PlanAlgorithm::kExact;
   PlanResult result;

@@ -22,8 +22,8 @@ inline std::string RandomForwardGraph(uint32_t seed, int num_ops) {
   auto add_tensor = [&](const std::string& id, int size, const char* kind) {
     if (!tensors.empty()) tensors += ",\n";
     tensors += "{\"id\": \"" + id + "\", \"shape\": [" + std::to_string(size) +
-               "], \"dtype\": \"float32\"" + (kind ? std::string(", \"kind\": \"") + kind + "\"" : "") +
-               "}";
+               "], \"dtype\": \"float32\"" +
+               (kind ? std::string(", \"kind\": \"") + kind + "\"" : "") + "}";
   };
   const int sizes[] = {64, 128, 256};
   add_tensor("x", 128, "input");
@@ -34,8 +34,8 @@ inline std::string RandomForwardGraph(uint32_t seed, int num_ops) {
     add_tensor(id, size, "parameter");
     return id;
   };
-  auto emit = [&](const std::string& id, const std::string& type, const std::vector<std::string>& in,
-                  const std::string& out) {
+  auto emit = [&](const std::string& id, const std::string& type,
+                  const std::vector<std::string>& in, const std::string& out) {
     if (!ops.empty()) ops += ",\n";
     ops += "{\"id\": \"" + id + "\", \"type\": \"" + type + "\", \"inputs\": [";
     for (size_t i = 0; i < in.size(); ++i) ops += (i ? ", \"" : "\"") + in[i] + "\"";

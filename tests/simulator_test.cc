@@ -148,7 +148,8 @@ const char* kSmallJoint = R"({
   "outputs": []
 })";
 
-Program Steps(const Graph& g, std::initializer_list<std::pair<const char*, std::vector<const char*>>> steps) {
+Program Steps(const Graph& g,
+              std::initializer_list<std::pair<const char*, std::vector<const char*>>> steps) {
   Program p;
   for (const auto& [run, rest] : steps) {
     Step s;
@@ -172,12 +173,18 @@ std::string SimError(const Graph& g, const Program& p) {
 
 TEST_CASE("simulator: views keep their base alive; workspace counts while the op runs") {
   Graph g = MustParse(kSmallJoint);
-  Program p = Steps(g, {{"f", {}}, {"vw", {}}, {"free", {"h"}}, {"f2", {}}, {"b", {}},
-                        {"free", {"y"}}, {"b2", {}}, {"free", {"g", "v"}}});
+  Program p = Steps(g, {{"f", {}},
+                        {"vw", {}},
+                        {"free", {"h"}},
+                        {"f2", {}},
+                        {"b", {}},
+                        {"free", {"y"}},
+                        {"b2", {}},
+                        {"free", {"g", "v"}}});
   SimResult r = testing::MustSimulate(g, p);
   CHECK(r.live_during[0] == 2 * U + 100);  // w + h + workspace
   CHECK(r.live_after[0] == 2 * U);
-  CHECK(r.live_after[2] == 2 * U);  // h freed, but v still holds the buffer
+  CHECK(r.live_after[2] == 2 * U);   // h freed, but v still holds the buffer
   CHECK(r.live_during[4] == 4 * U);  // w, h (via v), y, g
   CHECK(r.live_during[6] == 4 * U);  // w, h (via v), g, w.grad; y was freed
   CHECK(r.peak_bytes == 4 * U);
@@ -234,9 +241,13 @@ TEST_CASE("simulator: invalid programs are rejected with the step and the tensor
         "once");
   CHECK(SimError(g, Steps(g, {{"f", {}}, {"vw", {}}, {"f2", {}}, {"b", {}}})) ==
         "backward op \"b2\" never runs; expected every backward op to run exactly once");
-  CHECK(SimError(g, Steps(g, {{"f", {}}, {"vw", {}}, {"f2", {}}, {"b", {}}, {"b2", {}},
-                              {"free", {"w.grad"}}})) ==
-        "parameter gradient \"w.grad\" is not alive at the end (freed at step 5)");
+  CHECK(
+      SimError(
+          g,
+          Steps(
+              g,
+              {{"f", {}}, {"vw", {}}, {"f2", {}}, {"b", {}}, {"b2", {}}, {"free", {"w.grad"}}})) ==
+      "parameter gradient \"w.grad\" is not alive at the end (freed at step 5)");
   // In place: sizes must match, and a buffer shared with a live view cannot be taken.
   CHECK(SimError(g, Steps(g, {{"f", {}}, {"vw", {}}, {"f2", {"y", "v"}}})) ==
         "step 2 (run \"f2\"): in-place \"y\" <- \"v\": views cannot take over or give a buffer");
@@ -248,15 +259,24 @@ TEST_CASE("simulator: invalid programs are rejected with the step and the tensor
 
 TEST_CASE("simulator: in place takes over the buffer and kills the input") {
   Graph g = MustParse(kSmallJoint);
-  Program p = Steps(g, {{"f", {}}, {"vw", {}}, {"f2", {}}, {"b", {"g", "y"}}, {"b2", {}},
+  Program p = Steps(g, {{"f", {}},
+                        {"vw", {}},
+                        {"f2", {}},
+                        {"b", {"g", "y"}},
+                        {"b2", {}},
                         {"free", {"g", "v", "h"}}});
   SimResult r = testing::MustSimulate(g, p);
   CHECK(r.live_during[3] == 3 * U);  // w, h, y->g: no new buffer
-  CHECK(r.peak_bytes == 4 * U);  // b2: w, h, g, w.grad
+  CHECK(r.peak_bytes == 4 * U);      // b2: w, h, g, w.grad
   Program reuse = Steps(g, {{"f", {}}, {"vw", {}}, {"f2", {}}, {"b", {"g", "y"}}, {"free", {"y"}}});
   CHECK(SimError(g, reuse) == "step 4 (free): \"y\" is not alive (consumed in place at step 3)");
-  Program shared = Steps(g, {{"f", {}}, {"vw", {}}, {"f2", {}}, {"b", {}}, {"free", {"y"}},
-                             {"b2", {"w.grad", "g"}}, {"free", {"v", "h"}}});
+  Program shared = Steps(g, {{"f", {}},
+                             {"vw", {}},
+                             {"f2", {}},
+                             {"b", {}},
+                             {"free", {"y"}},
+                             {"b2", {"w.grad", "g"}},
+                             {"free", {"v", "h"}}});
   CHECK(testing::MustSimulate(g, shared).end_bytes == 2 * U);
 }
 
@@ -272,8 +292,8 @@ TEST_CASE("lower bound: never above the peak; exact where the op working set dom
     JointGraph jg;
     std::string err;
     REQUIRE(LoadJointGraph(testing::ExamplePath(name), GraphLoadOptions(), &jg, &err));
-    for (AccumulationMode m : {AccumulationMode::kInplace, AccumulationMode::kOutOfPlace,
-                               AccumulationMode::kDeferred}) {
+    for (AccumulationMode m :
+         {AccumulationMode::kInplace, AccumulationMode::kOutOfPlace, AccumulationMode::kDeferred}) {
       SimResult r = Baseline(jg.graph, m);
       CHECK(PeakLowerBound(jg.graph) <= r.peak_bytes);
       CHECK(PeakLowerBound(jg.graph) >= r.start_bytes);
@@ -293,8 +313,8 @@ TEST_CASE("baseline matches a measured eager PyTorch step on captured joint grap
     const char* file;
     int64_t measured;
   };
-  for (Case c : {Case{"cnn_small.joint.graph.json", 2774440},
-                 Case{"mlp_torch.joint.graph.json", 215192}}) {
+  for (Case c :
+       {Case{"cnn_small.joint.graph.json", 2774440}, Case{"mlp_torch.joint.graph.json", 215192}}) {
     CAPTURE(c.file);
     JointGraph jg;
     std::string err;

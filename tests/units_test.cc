@@ -1,10 +1,10 @@
 // Sizes on the command line (--budget 24GiB) and in human output.
+#include "analyzer/units.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <string>
-
-#include "analyzer/units.h"
 
 namespace memplan {
 namespace {
@@ -80,9 +80,9 @@ TEST_CASE("units: ParseSize decimals with a unit round to the nearest byte") {
 }
 
 TEST_CASE("units: ParseSize rejects malformed text") {
-  for (const char* text : {"", "abc", "-1GiB", "-1", "1.2.3", "5XB", ".", "GiB", "1 GiB ",
-                           " 1GiB", "1gib", "1Gib", "1G", "1e9", "1,024", "+5", "1 2",
-                           "0x10", "1KiBB", "1  GiB\n"}) {
+  for (const char* text :
+       {"",     "abc",  "-1GiB", "-1",  "1.2.3", "5XB", ".",   "GiB",  "1 GiB ", " 1GiB",
+        "1gib", "1Gib", "1G",    "1e9", "1,024", "+5",  "1 2", "0x10", "1KiBB",  "1  GiB\n"}) {
     CAPTURE(text);
     CHECK(Reject(text) == Invalid(text));
   }
