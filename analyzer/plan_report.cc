@@ -61,6 +61,7 @@ Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_by
   plan.predicted.recompute_cost = best.recompute_cost;
   plan.predicted.cost_unit = CostUnit(options.cost);
   plan.program = best.checkpoint.program;
+  plan.modules = result.modules;
   return plan;
 }
 
@@ -87,6 +88,8 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   r["device"] = options.cost.device.name;
   r["accumulation"] = AccumulationModeName(options.accumulation);
   r["algorithm"] = PlanAlgorithmName(result.algorithm);
+  r["granularity"] = options.granularity == Granularity::kModule ? "module" : "op";
+  r["modules"] = plan.modules;
   r["evaluations"] = result.evaluations;
   r["peak_step"] = sim.peak_step;
   int peak_op = sim.peak_step >= 0 ? plan.program.steps[sim.peak_step].op : -1;
@@ -135,6 +138,12 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
       result.best.recompute_cost, unit, 100.0 * Overhead(result));
   out += fmt::format("  keep      {} tensors ({}) for the backward\n", plan.saved.size(),
                      FormatBytes(Bytes(g, plan.saved)));
+  if (options.granularity == Granularity::kModule) {
+    std::string modules;
+    for (const std::string& m : plan.modules) modules += (modules.empty() ? "" : ", ") + m;
+    out += fmt::format("  wrap      {} in checkpoint(): {}\n", plan.modules.size(),
+                       modules.empty() ? "none" : modules);
+  }
   out += fmt::format("  search    {} ({} programs simulated), objective {}, device {}\n",
                      PlanAlgorithmName(result.algorithm), result.evaluations,
                      options.cost.objective == Objective::kTime ? "time" : "flops",

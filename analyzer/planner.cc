@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace memplan {
 
@@ -17,6 +18,13 @@ bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out) {
     *out = PlanAlgorithm::kGreedy;
   else
     return false;
+  return true;
+}
+
+bool ParseGranularity(std::string_view name, Granularity* out) {
+  if (name == "op") *out = Granularity::kOp;
+  else if (name == "module") *out = Granularity::kModule;
+  else return false;
   return true;
 }
 
@@ -55,133 +63,215 @@ bool LowerPeak(const ScoredPlan& a, const ScoredPlan& b) {
   return a.recompute_cost < b.recompute_cost;
 }
 
+// One keep/drop decision: a candidate tensor (op granularity) or the tensors
+// internal to a module (module granularity).
+struct Group {
+  std::string name;
+  std::vector<int> tensors;
+  double cost = 0;  // summed cost of the producers
+};
+
+std::string ScopePrefix(const std::string& scope, int depth) {
+  size_t pos = 0;
+  for (int d = 0; d < depth; ++d) {
+    pos = scope.find('.', pos);
+    if (pos == std::string::npos) return scope;
+    if (d + 1 < depth) ++pos;
+  }
+  return scope.substr(0, pos);
+}
+
 class Search {
  public:
   Search(const Graph& g, int64_t budget, const PlannerOptions& options, PlanResult* result)
       : g_(g), budget_(budget), options_(options), result_(result) {
     costs_ = OpCosts(g, options.cost);
     candidates_ = CheckpointCandidates(g);
-    is_candidate_.assign(g.tensors.size(), false);
-    for (int t : candidates_) is_candidate_[t] = true;
+    group_of_.assign(g.tensors.size(), -1);
+    if (options.granularity == Granularity::kOp) {
+      for (int t : candidates_) AddToGroup(g.tensors[t].id, t);
+    } else {
+      ModuleGroups();
+    }
   }
 
   bool Run(std::string* err) {
     err_ = err;
-    for (const Op& op : g_.ops) result_->step_cost += costs_[&op - g_.ops.data()];
+    for (double c : costs_) result_->step_cost += c;
     PlanAlgorithm algorithm = options_.algorithm;
     if (algorithm == PlanAlgorithm::kAuto)
-      algorithm = candidates_.size() <= kMaxExactCandidates ? PlanAlgorithm::kExact
-                                                            : PlanAlgorithm::kGreedy;
-    if (algorithm == PlanAlgorithm::kExact && candidates_.size() > kMaxExactCandidates) {
+      algorithm =
+          groups_.size() <= kMaxExactCandidates ? PlanAlgorithm::kExact : PlanAlgorithm::kGreedy;
+    if (algorithm == PlanAlgorithm::kExact && groups_.size() > kMaxExactCandidates) {
       *err = fmt::format(
-          "the exact planner takes at most {} candidate tensors; this graph has {} "
-          "(use --algorithm greedy or auto)",
-          kMaxExactCandidates, candidates_.size());
+          "the exact planner takes at most {} candidates; this graph has {} {} (use --algorithm "
+          "greedy or auto)",
+          kMaxExactCandidates, groups_.size(),
+          options_.granularity == Granularity::kOp ? "candidate tensors" : "modules");
       return false;
     }
     result_->algorithm = algorithm;
+    kept_.assign(groups_.size(), true);
     if (!Greedy()) return false;
     if (algorithm == PlanAlgorithm::kExact && !Exact()) return false;
     result_->min_feasible_peak_bytes = lowest_.sim.peak_bytes;
-    if (!result_->feasible) result_->best = lowest_;
+    if (!result_->feasible) {
+      result_->best = lowest_;
+      result_->modules = lowest_modules_;
+    }
     return true;
   }
 
  private:
-  bool Score(const std::vector<bool>& keep, ScoredPlan* out) {
+  void AddToGroup(const std::string& name, int t) {
+    auto [it, inserted] = group_index_.emplace(name, static_cast<int>(groups_.size()));
+    if (inserted) groups_.push_back(Group{name, {}, 0});
+    Group& group = groups_[it->second];
+    group.tensors.push_back(t);
+    group.cost += costs_[g_.tensors[t].producer];
+    group_of_[t] = it->second;
+  }
+
+  // A module's group: the candidates its ops make that no forward op outside
+  // it reads (its outputs stay kept, as torch.utils.checkpoint keeps them).
+  void ModuleGroups() {
+    std::vector<std::string> module_of_op(g_.ops.size());
+    for (size_t o = 0; o < g_.ops.size(); ++o)
+      if (!g_.ops[o].scope.empty())
+        module_of_op[o] = ScopePrefix(g_.ops[o].scope, options_.module_depth);
+    std::vector<bool> escapes(g_.tensors.size(), false);
+    for (size_t o = 0; o < g_.ops.size(); ++o) {
+      if (g_.ops[o].phase != Phase::kForward) continue;
+      for (int t : g_.ops[o].inputs) {
+        int base = g_.tensors[t].base;
+        for (int u : {t, base}) {
+          int p = g_.tensors[u].producer;
+          if (p >= 0 && module_of_op[p] != module_of_op[o]) escapes[u] = true;
+        }
+      }
+    }
+    for (int t : candidates_) {
+      const std::string& module = module_of_op[g_.tensors[t].producer];
+      if (!module.empty() && !escapes[t]) AddToGroup(module, t);
+    }
+  }
+
+  std::vector<bool> KeepVector() const {
+    std::vector<bool> keep(g_.tensors.size(), false);
+    for (int t : candidates_) keep[t] = group_of_[t] < 0 || kept_[group_of_[t]];
+    return keep;
+  }
+
+  std::vector<std::string> DroppedModules() const {
+    std::vector<std::string> names;
+    if (options_.granularity != Granularity::kModule) return names;
+    for (size_t i = 0; i < groups_.size(); ++i)
+      if (!kept_[i]) names.push_back(groups_[i].name);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  bool Score(ScoredPlan* out) {
     ++result_->evaluations;
-    if (!ScoreCheckpointSet(g_, keep, costs_, options_.accumulation, out, err_)) return false;
-    if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) lowest_ = *out;
+    if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_))
+      return false;
+    if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {
+      lowest_ = *out;
+      lowest_modules_ = DroppedModules();
+    }
     if (out->sim.peak_bytes <= budget_ &&
         (!result_->feasible || out->recompute_cost < result_->best.recompute_cost)) {
       result_->feasible = true;
       result_->best = *out;
+      result_->modules = DroppedModules();
     }
     return true;
   }
 
-  double ProducerCost(int t) const { return costs_[g_.tensors[t].producer]; }
-
   bool Greedy() {
-    std::vector<bool> keep(g_.tensors.size(), false);
-    for (int t : candidates_) keep[t] = true;
     ScoredPlan current;
-    if (!Score(keep, &current)) return false;
+    if (!Score(&current)) return false;
     result_->baseline_peak_bytes = current.sim.peak_bytes;
-    const size_t batch_divisor = candidates_.size() < 2000 ? 0 : 50;  // one at a time, or 2%
+    const size_t batch_divisor = groups_.size() < 2000 ? 0 : 50;  // one at a time, or 2%
     std::vector<int> dropped;
     double max_cost = 0;
     for (double c : costs_) max_cost = std::max(max_cost, c);
     const double epsilon = max_cost * 1e-9 + 1e-12;
+    std::vector<int64_t> bytes_at_peak(groups_.size(), 0);
     while (current.sim.peak_bytes > budget_) {
-      std::vector<std::pair<double, int>> droppable;  // (bytes per cost, tensor)
+      std::fill(bytes_at_peak.begin(), bytes_at_peak.end(), 0);
+      std::vector<int> touched;
       for (const LiveBuffer& lb : current.sim.live_at_peak) {
-        int t = lb.owner;
-        if (t < 0 || !is_candidate_[t] || !keep[t]) continue;
-        droppable.emplace_back(static_cast<double>(lb.bytes) / (ProducerCost(t) + epsilon), t);
+        int grp = lb.owner >= 0 ? group_of_[lb.owner] : -1;
+        if (grp < 0 || !kept_[grp]) continue;
+        if (bytes_at_peak[grp] == 0) touched.push_back(grp);
+        bytes_at_peak[grp] += lb.bytes;
       }
+      std::vector<std::pair<double, int>> droppable;  // (bytes per cost, group)
+      for (int grp : touched)
+        droppable.emplace_back(
+            static_cast<double>(bytes_at_peak[grp]) / (groups_[grp].cost + epsilon), grp);
       if (droppable.empty()) break;
       std::sort(droppable.begin(), droppable.end(), [](const auto& a, const auto& b) {
         return a.first != b.first ? a.first > b.first : a.second < b.second;
       });
       size_t n = batch_divisor == 0 ? 1 : std::max<size_t>(1, droppable.size() / batch_divisor);
       for (size_t i = 0; i < n; ++i) {
-        keep[droppable[i].second] = false;
+        kept_[droppable[i].second] = false;
         dropped.push_back(droppable[i].second);
       }
-      if (!Score(keep, &current)) return false;
+      if (!Score(&current)) return false;
     }
     if (current.sim.peak_bytes > budget_) return true;  // infeasible for greedy
     // Keep again what fits, most expensive first (bounded on large graphs).
     std::stable_sort(dropped.begin(), dropped.end(),
-                     [&](int a, int b) { return ProducerCost(a) > ProducerCost(b); });
+                     [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
     const size_t attempts = std::min<size_t>(dropped.size(), 400);
     for (size_t i = 0; i < attempts; ++i) {
-      int t = dropped[i];
-      keep[t] = true;
+      int grp = dropped[i];
+      kept_[grp] = true;
       ScoredPlan trial;
-      if (!Score(keep, &trial)) return false;
+      if (!Score(&trial)) return false;
       if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current.recompute_cost)
         current = std::move(trial);
       else
-        keep[t] = false;
+        kept_[grp] = false;
     }
     return true;
   }
 
-  // Recompute cost of `keep`, without simulating.
-  double Bound(const std::vector<bool>& keep) const {
-    CheckpointProgram cp = BuildCheckpointProgram(g_, keep, options_.accumulation);
+  // Recompute cost with the current decisions, without simulating.
+  double Bound() const {
+    CheckpointProgram cp = BuildCheckpointProgram(g_, KeepVector(), options_.accumulation);
     double cost = 0;
     for (int o : cp.recomputed_ops) cost += costs_[o];
     return cost;
   }
 
   bool Exact() {
-    order_ = candidates_;
+    order_.resize(groups_.size());
+    for (size_t i = 0; i < groups_.size(); ++i) order_[i] = static_cast<int>(i);
     std::stable_sort(order_.begin(), order_.end(),
-                     [&](int a, int b) { return ProducerCost(a) > ProducerCost(b); });
-    std::vector<bool> keep(g_.tensors.size(), false);
-    for (int t : candidates_) keep[t] = true;  // undecided ones count as kept
-    return Branch(0, &keep);
+                     [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
+    std::fill(kept_.begin(), kept_.end(), true);  // undecided ones count as kept
+    return Branch(0);
   }
 
-  bool Branch(size_t i, std::vector<bool>* keep) {
+  bool Branch(size_t i) {
     if (result_->feasible) {
-      double bound = Bound(*keep);
       double best = result_->best.recompute_cost;
-      if (bound >= best - 1e-9 * std::max(1.0, std::abs(best))) return true;
+      if (Bound() >= best - 1e-9 * std::max(1.0, std::abs(best))) return true;
     }
     if (i == order_.size()) {
       ScoredPlan leaf;
-      return Score(*keep, &leaf);
+      return Score(&leaf);
     }
-    int t = order_[i];
-    (*keep)[t] = true;
-    if (!Branch(i + 1, keep)) return false;
-    (*keep)[t] = false;
-    bool ok = Branch(i + 1, keep);
-    (*keep)[t] = true;
+    int grp = order_[i];
+    kept_[grp] = true;
+    if (!Branch(i + 1)) return false;
+    kept_[grp] = false;
+    bool ok = Branch(i + 1);
+    kept_[grp] = true;
     return ok;
   }
 
@@ -192,8 +282,12 @@ class Search {
   std::string* err_ = nullptr;
   std::vector<double> costs_;
   std::vector<int> candidates_, order_;
-  std::vector<bool> is_candidate_;
+  std::vector<Group> groups_;
+  std::map<std::string, int> group_index_;
+  std::vector<int> group_of_;
+  std::vector<bool> kept_;  // by group
   ScoredPlan lowest_;
+  std::vector<std::string> lowest_modules_;
 };
 
 }  // namespace

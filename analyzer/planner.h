@@ -37,16 +37,26 @@
 
 namespace memplan {
 
-constexpr size_t kMaxExactCandidates = 22;
+constexpr size_t kMaxExactCandidates = 22;  // tensors or modules
 
 enum class PlanAlgorithm { kAuto, kExact, kGreedy };
 bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out);
 const char* PlanAlgorithmName(PlanAlgorithm a);
 
+// What one keep/drop decision covers: a tensor, or a module: the tensors
+// made inside a scope prefix of module_depth components that no forward op
+// outside it reads (what wrapping the module in torch.utils.checkpoint,
+// Zygote.checkpointed or jax.checkpoint recomputes). Tensors of ops without
+// a scope are always kept at module granularity.
+enum class Granularity { kOp, kModule };
+bool ParseGranularity(std::string_view name, Granularity* out);
+
 struct PlannerOptions {
   CostModel cost;
   AccumulationMode accumulation = AccumulationMode::kInplace;
   PlanAlgorithm algorithm = PlanAlgorithm::kAuto;  // exact when small enough
+  Granularity granularity = Granularity::kOp;
+  int module_depth = 2;  // "h.0.attn.c_attn" -> module "h.0"
 };
 
 // A checkpoint set with its program and score.
@@ -68,6 +78,7 @@ struct PlanResult {
   int64_t min_feasible_peak_bytes = 0;  // the lowest peak found, fitting or not
   double step_cost = 0;                 // cost of one training step, no recompute
   int64_t evaluations = 0;              // programs simulated
+  std::vector<std::string> modules;     // module granularity: the modules to wrap
 };
 
 // Scores one checkpoint set. False only if the program is invalid (a bug).

@@ -201,6 +201,8 @@ struct PlanFlags {
   CommonFlags common;
   std::string budget, out, json, trace;
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
+  std::string granularity = "op";
+  int module_depth = 2;
   int top = 10;
   bool quiet = false;
 };
@@ -219,6 +221,8 @@ int RunPlan(const PlanFlags& f) {
   if (f.accumulation != "auto" && !ParseAccumulationMode(f.accumulation, &options.accumulation))
     return Error("bad --accumulation");
   if (!ParsePlanAlgorithm(f.algorithm, &options.algorithm)) return Error("bad --algorithm");
+  if (!ParseGranularity(f.granularity, &options.granularity)) return Error("bad --granularity");
+  options.module_depth = f.module_depth;
   JointGraph jg;
   if (!LoadJointGraph(f.common.graph, load, &jg, &err)) return Error(err);
   PrintWarnings(jg.warnings);
@@ -293,6 +297,15 @@ int Main(int argc, char** argv) {
   p->add_option("--algorithm", plan.algorithm,
                 "auto (exact on small graphs, else greedy), exact, greedy")
       ->check(CLI::IsMember({"auto", "exact", "greedy"}))
+      ->capture_default_str();
+  p->add_option("--granularity", plan.granularity,
+                "op: any tensor may be recomputed; module: only whole modules (scope prefixes), "
+                "listed in the plan as the modules to wrap in checkpoint()")
+      ->check(CLI::IsMember({"op", "module"}))
+      ->capture_default_str();
+  p->add_option("--module-depth", plan.module_depth,
+                "scope components that name a module: 2 makes h.0.attn.c_attn part of h.0")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   p->add_option("--top", plan.top, "how many tensors to list")
       ->check(CLI::Range(0, 1000000))

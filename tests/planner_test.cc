@@ -143,7 +143,52 @@ TEST_CASE("planner: the exact planner refuses graphs with too many candidates") 
   options.algorithm = PlanAlgorithm::kExact;
   PlanResult result;
   CHECK_FALSE(PlanCheckpoints(jg.graph, 1, options, &result, &err));
-  CHECK(err.rfind("the exact planner takes at most 22 candidate tensors; this graph has ", 0) == 0);
+  CHECK(err.rfind("the exact planner takes at most 22 candidates; this graph has ", 0) == 0);
+}
+
+}  // namespace
+}  // namespace memplan
+
+namespace memplan {
+namespace {
+
+TEST_CASE("planner: module granularity recomputes whole modules and names them") {
+  JointGraph jg;
+  std::string err;
+  REQUIRE(LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg,
+                         &err));
+  const Graph& g = jg.graph;
+  int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+  PlannerOptions module;
+  module.granularity = Granularity::kModule;
+  PlannerOptions op;
+  for (int pct : {90, 70}) {
+    CAPTURE(pct);
+    int64_t budget = baseline * pct / 100;
+    PlanResult by_module, by_op;
+    REQUIRE(PlanCheckpoints(g, budget, module, &by_module, &err));
+    REQUIRE(PlanCheckpoints(g, budget, op, &by_op, &err));
+    REQUIRE(by_module.feasible);
+    REQUIRE(by_op.feasible);
+    CHECK(by_module.best.sim.peak_bytes <= budget);
+    CHECK_FALSE(by_module.modules.empty());
+    for (const std::string& m : by_module.modules) CHECK((m == "h.0" || m == "h.1"));
+    // Every recomputed tensor is made inside a wrapped module.
+    for (int t : by_module.best.checkpoint.recomputed_tensors) {
+      const std::string& scope = g.ops[g.tensors[t].producer].scope;
+      bool inside = false;
+      for (const std::string& m : by_module.modules)
+        inside = inside || scope == m || scope.rfind(m + ".", 0) == 0;
+      CHECK_MESSAGE(inside, g.tensors[t].id);
+    }
+    // The finer granularity is never dearer here.
+    CHECK(by_op.best.recompute_cost <= by_module.best.recompute_cost + 1e-9);
+  }
+  // One module per layer at depth 2; depth 1 makes "h" a single module.
+  module.module_depth = 1;
+  PlanResult whole;
+  REQUIRE(PlanCheckpoints(g, baseline * 70 / 100, module, &whole, &err));
+  if (whole.feasible) CHECK(whole.modules == std::vector<std::string>{"h"});
 }
 
 }  // namespace
