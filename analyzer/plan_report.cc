@@ -66,7 +66,8 @@ Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_by
 }
 
 std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
-                           const PlanResult& result, const Plan& plan, int top) {
+                           const PlanResult& result, const Plan& plan, int top,
+                           const std::vector<SweepPoint>& sweep) {
   const Graph& g = jg.graph;
   const SimResult& sim = result.best.sim;
   ojson r;
@@ -107,6 +108,15 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   r["recomputed"] = recomputed;
   r["recompute_runs"] = sim.recompute_runs;
   r["live_at_peak"] = LiveAtPeakJson(g, sim, top);
+  if (!sweep.empty()) {
+    ojson points = ojson::array();
+    for (const SweepPoint& p : sweep)
+      points.push_back({{"budget_bytes", p.budget_bytes},
+                        {"feasible", p.feasible},
+                        {"peak_bytes", p.peak_bytes},
+                        {"recompute_cost", p.recompute_cost}});
+    r["sweep"] = points;
+  }
   r["warnings"] = jg.warnings;
   return r.dump(2) + "\n";
 }
@@ -166,6 +176,20 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
         lb.workspace_of >= 0 ? g.ops[lb.workspace_of].id + ":workspace" : g.tensors[lb.owner].id;
     TensorKind kind = lb.owner >= 0 ? g.tensors[lb.owner].kind : TensorKind::kTemporary;
     out += fmt::format("  {:>12}  {:<15} {}\n", FormatBytes(lb.bytes), TensorKindName(kind), name);
+  }
+  return out;
+}
+
+std::string SweepTable(const PlanResult& result, const PlannerOptions& options,
+                       const std::vector<SweepPoint>& sweep) {
+  std::string out = fmt::format("\nbudget sweep (a smaller budget never costs less):\n");
+  out += fmt::format("  {:>12}  {:<5} {:>12}  {:>14}  {:>9}\n", "budget", "fits", "peak",
+                     std::string("cost (") + CostUnit(options.cost) + ")", "overhead");
+  for (const SweepPoint& p : sweep) {
+    double overhead = result.step_cost > 0 ? 100.0 * p.recompute_cost / result.step_cost : 0.0;
+    out += fmt::format("  {:>12}  {:<5} {:>12}  {:>14.4g}  {:>8.1f}%\n",
+                       FormatBytes(p.budget_bytes), p.feasible ? "yes" : "no",
+                       FormatBytes(p.peak_bytes), p.recompute_cost, overhead);
   }
   return out;
 }

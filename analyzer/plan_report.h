@@ -15,8 +15,13 @@ namespace memplan {
 Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_bytes,
               const PlannerOptions& options, const PlanResult& result);
 
+// `sweep` (may be empty) adds the budget sweep as "sweep".
 std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
-                           const PlanResult& result, const Plan& plan, int top);
+                           const PlanResult& result, const Plan& plan, int top,
+                           const std::vector<SweepPoint>& sweep);
+// The sweep as a table for the terminal.
+std::string SweepTable(const PlanResult& result, const PlannerOptions& options,
+                       const std::vector<SweepPoint>& sweep);
 std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
                         const PlanResult& result, const Plan& plan, int top);
 

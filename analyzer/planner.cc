@@ -22,9 +22,12 @@ bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out) {
 }
 
 bool ParseGranularity(std::string_view name, Granularity* out) {
-  if (name == "op") *out = Granularity::kOp;
-  else if (name == "module") *out = Granularity::kModule;
-  else return false;
+  if (name == "op")
+    *out = Granularity::kOp;
+  else if (name == "module")
+    *out = Granularity::kModule;
+  else
+    return false;
   return true;
 }
 
@@ -297,6 +300,46 @@ bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions&
   *result = PlanResult();
   Search search(g, budget_bytes, options, result);
   return search.Run(err);
+}
+
+bool SweepBudgets(const Graph& g, const std::vector<int64_t>& budgets,
+                  const PlannerOptions& options, std::vector<SweepPoint>* points,
+                  std::string* err) {
+  std::vector<SweepPoint> found(budgets.size());
+  for (size_t i = 0; i < budgets.size(); ++i) {
+    PlanResult result;
+    if (!PlanCheckpoints(g, budgets[i], options, &result, err)) return false;
+    found[i] = {budgets[i], result.feasible, result.best.sim.peak_bytes,
+                result.best.recompute_cost};
+  }
+  *points = found;
+  for (SweepPoint& point : *points) {
+    for (const SweepPoint& other : found) {
+      if (other.peak_bytes > point.budget_bytes) continue;  // does not fit here
+      bool better =
+          !point.feasible || other.recompute_cost < point.recompute_cost ||
+          (other.recompute_cost == point.recompute_cost && other.peak_bytes < point.peak_bytes);
+      if (better) {
+        point.feasible = true;
+        point.peak_bytes = other.peak_bytes;
+        point.recompute_cost = other.recompute_cost;
+      }
+    }
+  }
+  return true;
+}
+
+std::vector<int64_t> SweepRange(int64_t baseline_peak, int64_t floor, int n) {
+  std::vector<int64_t> budgets;
+  if (n < 1) return budgets;
+  if (n == 1 || floor >= baseline_peak) return {baseline_peak};
+  for (int i = 0; i < n; ++i) {
+    // Exact for any int64 range: interpolate in long double.
+    long double f = static_cast<long double>(i) / (n - 1);
+    budgets.push_back(baseline_peak -
+                      static_cast<int64_t>(f * static_cast<long double>(baseline_peak - floor)));
+  }
+  return budgets;
 }
 
 }  // namespace memplan

@@ -89,6 +89,25 @@ bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
 bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions& options,
                      PlanResult* result, std::string* err);
 
+// One point of the curve of recompute cost against budget.
+struct SweepPoint {
+  int64_t budget_bytes = 0;
+  bool feasible = false;
+  int64_t peak_bytes = 0;  // of the plan chosen for this budget (the lowest found if none fits)
+  double recompute_cost = 0;
+};
+
+// Plans at every budget, then makes the curve monotone: a plan found for one
+// budget also serves every larger one, so each point takes the cheapest plan
+// that fits among all those found. A smaller budget thus never costs less.
+// Points come back in the order of `budgets`.
+bool SweepBudgets(const Graph& g, const std::vector<int64_t>& budgets,
+                  const PlannerOptions& options, std::vector<SweepPoint>* points, std::string* err);
+
+// n budgets evenly spaced from the baseline peak down to the floor
+// (PeakLowerBound), largest first.
+std::vector<int64_t> SweepRange(int64_t baseline_peak, int64_t floor, int n);
+
 }  // namespace memplan
 
 #endif  // MEMPLAN_ANALYZER_PLANNER_H_

@@ -203,6 +203,7 @@ struct PlanFlags {
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
   std::string granularity = "op";
   int module_depth = 2;
+  int sweep = 0;
   int top = 10;
   bool quiet = false;
 };
@@ -232,13 +233,21 @@ int RunPlan(const PlanFlags& f) {
   if (!PlanCheckpoints(jg.graph, budget, options, &result, &err))
     return Error(f.common.graph + ": " + err);
   Plan plan = MakePlan(jg.graph, Sha256Hex(graph_bytes), budget, options, result);
+  std::vector<SweepPoint> sweep;
+  if (f.sweep > 0 &&
+      !SweepBudgets(jg.graph,
+                    SweepRange(result.baseline_peak_bytes, PeakLowerBound(jg.graph), f.sweep),
+                    options, &sweep, &err))
+    return Error(f.common.graph + ": " + err);
   if (!f.out.empty() && !WriteFile(f.out, PlanToJson(jg.graph, plan), &err)) return Error(err);
-  if (!f.json.empty() && !WriteFile(f.json, PlanReportJson(jg, options, result, plan, f.top), &err))
+  if (!f.json.empty() &&
+      !WriteFile(f.json, PlanReportJson(jg, options, result, plan, f.top, sweep), &err))
     return Error(err);
   if (!f.trace.empty() &&
       !WriteFile(f.trace, ChromeTraceJson(jg.graph, plan.program, result.best.sim), &err))
     return Error(err);
   if (!f.quiet) std::fputs(PlanSummary(jg, options, result, plan, f.top).c_str(), stdout);
+  if (!f.quiet && !sweep.empty()) std::fputs(SweepTable(result, options, sweep).c_str(), stdout);
   ExitNow(result.feasible ? kExitOk : kExitNoPlanFits);
 }
 
@@ -307,6 +316,10 @@ int Main(int argc, char** argv) {
                 "scope components that name a module: 2 makes h.0.attn.c_attn part of h.0")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  p->add_option("--sweep", plan.sweep,
+                "also plan at N budgets from the baseline peak down to the floor and print the "
+                "curve of recompute cost against budget")
+      ->check(CLI::Range(2, 1000));
   p->add_option("--top", plan.top, "how many tensors to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();

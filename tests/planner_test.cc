@@ -155,8 +155,8 @@ namespace {
 TEST_CASE("planner: module granularity recomputes whole modules and names them") {
   JointGraph jg;
   std::string err;
-  REQUIRE(LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg,
-                         &err));
+  REQUIRE(
+      LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg, &err));
   const Graph& g = jg.graph;
   int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
   PlannerOptions module;
@@ -189,6 +189,44 @@ TEST_CASE("planner: module granularity recomputes whole modules and names them")
   PlanResult whole;
   REQUIRE(PlanCheckpoints(g, baseline * 70 / 100, module, &whole, &err));
   if (whole.feasible) CHECK(whole.modules == std::vector<std::string>{"h"});
+}
+
+}  // namespace
+}  // namespace memplan
+
+namespace memplan {
+namespace {
+
+TEST_CASE("planner: a budget sweep never costs less at a smaller budget") {
+  CHECK(SweepRange(1000, 100, 4) == std::vector<int64_t>{1000, 700, 400, 100});
+  CHECK(SweepRange(1000, 2000, 4) == std::vector<int64_t>{1000});
+  CHECK(SweepRange(int64_t{1} << 61, 0, 3) ==
+        std::vector<int64_t>{int64_t{1} << 61, int64_t{1} << 60, 0});
+  int sweeps = 0;
+  for (uint32_t seed = 1; sweeps < 20 && seed < 200; ++seed) {
+    CAPTURE(seed);
+    Graph g =
+        testing::MustLower(testing::RandomForwardGraph(seed, 20 + static_cast<int>(seed % 25)));
+    PlannerOptions options;
+    options.algorithm = PlanAlgorithm::kGreedy;
+    int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+    std::vector<int64_t> budgets = SweepRange(baseline, PeakLowerBound(g), 12);
+    std::vector<SweepPoint> points;
+    std::string err;
+    REQUIRE(SweepBudgets(g, budgets, options, &points, &err));
+    REQUIRE(points.size() == budgets.size());
+    for (size_t i = 0; i < points.size(); ++i) {
+      CHECK(points[i].budget_bytes == budgets[i]);
+      if (points[i].feasible) CHECK(points[i].peak_bytes <= points[i].budget_bytes);
+      if (i > 0 && points[i].feasible) {
+        // budgets fall: a point that fits was fitting at every larger budget, for no more.
+        CHECK(points[i - 1].feasible);
+        CHECK(points[i].recompute_cost >= points[i - 1].recompute_cost - 1e-9);
+      }
+    }
+    ++sweeps;
+  }
+  CHECK(sweeps == 20);
 }
 
 }  // namespace
