@@ -45,11 +45,12 @@ const char* PlanAlgorithmName(PlanAlgorithm a) {
 
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
-                        std::string* err) {
+                        std::string* err, bool detailed) {
   out->keep = keep;
   out->checkpoint = BuildCheckpointProgram(g, keep, mode);
   SimOptions options;
   options.op_cost = costs;
+  options.collect_live_at_peak = detailed;
   if (!Simulate(g, out->checkpoint.program, options, &out->sim, err)) {
     *err = "checkpoint program is invalid: " + *err;
     return false;
@@ -122,6 +123,14 @@ class Search {
       result_->best = lowest_;
       result_->modules = lowest_modules_;
     }
+    // The chosen plan may come from a trial scored without the live set.
+    if (result_->best.sim.live_at_peak.empty()) {
+      ScoredPlan detailed;
+      if (!ScoreCheckpointSet(g_, result_->best.keep, costs_, options_.accumulation, &detailed,
+                              err_))
+        return false;
+      result_->best = std::move(detailed);
+    }
     return true;
   }
 
@@ -174,9 +183,11 @@ class Search {
     return names;
   }
 
-  bool Score(ScoredPlan* out) {
+  // detailed: with what is alive at the peak (the greedy's drop rounds need
+  // it; trials that only ask "does it fit, for how much" do not).
+  bool Score(ScoredPlan* out, bool detailed = true) {
     ++result_->evaluations;
-    if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_))
+    if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_, detailed))
       return false;
     if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {
       lowest_ = *out;
@@ -226,17 +237,19 @@ class Search {
       if (!Score(&current)) return false;
     }
     if (current.sim.peak_bytes > budget_) return true;  // infeasible for greedy
-    // Keep again what fits, most expensive first (bounded on large graphs).
+    // Keep again what fits, most expensive first, within a work bound of
+    // about 2e7 op replays (400 trials on a 50k-op graph, fewer above).
     std::stable_sort(dropped.begin(), dropped.end(),
                      [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
-    const size_t attempts = std::min<size_t>(dropped.size(), 400);
+    const size_t work_bound = std::max<size_t>(20, 20000000 / std::max<size_t>(1, g_.ops.size()));
+    const size_t attempts = std::min({dropped.size(), size_t{400}, work_bound});
     for (size_t i = 0; i < attempts; ++i) {
       int grp = dropped[i];
       kept_[grp] = true;
       ScoredPlan trial;
-      if (!Score(&trial)) return false;
+      if (!Score(&trial, /*detailed=*/false)) return false;
       if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current.recompute_cost)
-        current = std::move(trial);
+        current = std::move(trial);  // live_at_peak is not needed from here on
       else
         kept_[grp] = false;
     }

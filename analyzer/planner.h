@@ -82,9 +82,11 @@ struct PlanResult {
 };
 
 // Scores one checkpoint set. False only if the program is invalid (a bug).
+// Scores one checkpoint set; `detailed` also collects what is alive at the
+// peak (a second replay).
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
-                        std::string* err);
+                        std::string* err, bool detailed = true);
 
 bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions& options,
                      PlanResult* result, std::string* err);

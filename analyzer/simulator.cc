@@ -303,6 +303,7 @@ bool Simulate(const Graph& g, const Program& program, const SimOptions& options,
     Replay replay(g, program, options, result);
     if (!replay.Run(-2, err)) return false;
   }
+  if (!options.collect_live_at_peak) return true;
   // A second replay, up to the peak, collects what is alive then.
   SimResult at_peak;
   Replay replay(g, program, options, &at_peak);

@@ -24,6 +24,8 @@ struct SimOptions {
   bool require_complete = true;
   // Cost of each op (by op index) for recompute_cost; empty: count runs only.
   std::vector<double> op_cost;
+  // Collect live_at_peak and peak_by_kind (a second replay up to the peak).
+  bool collect_live_at_peak = true;
 };
 
 // One buffer alive at the peak.
