@@ -5,7 +5,7 @@
 namespace memplan {
 
 std::vector<int> CheckpointCandidates(const Graph& g) {
-  const std::vector<bool> kept = KeptToEnd(g);
+  const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<bool> needed(g.tensors.size(), false);
   std::vector<int> work;
   auto need = [&](int t) {
@@ -38,7 +38,7 @@ std::vector<int> CheckpointCandidates(const Graph& g) {
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          AccumulationMode mode) {
   const std::vector<int> order = ScheduleOrder(g, mode);
-  const std::vector<bool> kept = KeptToEnd(g);
+  const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<int> runs;
   runs.reserve(order.size() + order.size() / 2);
   for (int o : order)

@@ -257,6 +257,11 @@ bool Graph::Finalize(std::string* err) {
       t.producer = static_cast<int>(o);
     }
   }
+  kept_to_end.assign(tensors.size(), false);
+  for (size_t t = 0; t < tensors.size(); ++t)
+    kept_to_end[t] =
+        IsResidentTensor(static_cast<int>(t)) || IsParameterGradient(static_cast<int>(t));
+  for (int t : outputs) kept_to_end[t] = true;
   return true;
 }
 

@@ -113,6 +113,8 @@ struct Graph {
   NameIndex tensor_index;
   NameIndex op_index;
   bool joint = false;  // some op has phase backward
+  // Resident tensors, graph outputs and parameter gradients: never freed.
+  std::vector<bool> kept_to_end;
 
   // Computes the derived fields above. Checks only what a builder of the IR
   // could get wrong beyond the importer's checks (overflow, order, aliases).

@@ -28,13 +28,7 @@ const char* AccumulationModeName(AccumulationMode m) {
   return "?";
 }
 
-std::vector<bool> KeptToEnd(const Graph& g) {
-  std::vector<bool> kept(g.tensors.size(), false);
-  for (size_t t = 0; t < g.tensors.size(); ++t)
-    kept[t] = g.IsResidentTensor(static_cast<int>(t)) || g.IsParameterGradient(static_cast<int>(t));
-  for (int t : g.outputs) kept[t] = true;
-  return kept;
-}
+const std::vector<bool>& KeptToEnd(const Graph& g) { return g.kept_to_end; }
 
 namespace {
 
@@ -87,7 +81,7 @@ std::vector<int> ScheduleOrder(const Graph& g, AccumulationMode mode) { return O
 Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
                      const std::vector<bool>* keep) {
   const int steps = static_cast<int>(runs.size());
-  const std::vector<bool> kept = KeptToEnd(g);
+  const std::vector<bool>& kept = KeptToEnd(g);
   auto continues = [&](int t) { return kept[t] || (keep != nullptr && (*keep)[t]); };
 
   // Pass 1: instances (one per production, except that a rerun does not

@@ -38,8 +38,8 @@ bool ParseAccumulationMode(std::string_view name, AccumulationMode* out);
 const char* AccumulationModeName(AccumulationMode m);
 
 // Tensors that must stay alive to the end: resident, graph outputs, and
-// parameter gradients.
-std::vector<bool> KeptToEnd(const Graph& g);
+// parameter gradients (Graph::kept_to_end, computed by Finalize).
+const std::vector<bool>& KeptToEnd(const Graph& g);
 
 // The op order of the baseline: file order, accumulate chains moved in
 // deferred mode.

@@ -285,7 +285,7 @@ class Replay {
   const Program& p_;
   const SimOptions& opt_;
   SimResult* r_;
-  std::vector<bool> kept_;
+  const std::vector<bool>& kept_;
   std::string* err_ = nullptr;
   int snapshot_step_ = -2;
   int step_ = -1;
@@ -350,7 +350,7 @@ int64_t PeakLowerBound(const Graph& g) {
     for (int t : op.outputs) add(t);
     op_max = std::max(op_max, sum);
   }
-  std::vector<bool> kept = KeptToEnd(g);
+  const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<bool> counted(g.tensors.size(), false);
   int64_t end_sum = 0;
   for (size_t t = 0; t < g.tensors.size(); ++t) {
