@@ -212,12 +212,13 @@ class Search {
     for (double c : costs_) max_cost = std::max(max_cost, c);
     const double epsilon = max_cost * 1e-9 + 1e-12;
     std::vector<int64_t> bytes_at_peak(groups_.size(), 0);
+    std::vector<bool> pinned(groups_.size(), false);
     while (current.sim.peak_bytes > budget_) {
       std::fill(bytes_at_peak.begin(), bytes_at_peak.end(), 0);
       std::vector<int> touched;
       for (const LiveBuffer& lb : current.sim.live_at_peak) {
         int grp = lb.owner >= 0 ? group_of_[lb.owner] : -1;
-        if (grp < 0 || !kept_[grp]) continue;
+        if (grp < 0 || !kept_[grp] || pinned[grp]) continue;
         if (bytes_at_peak[grp] == 0) touched.push_back(grp);
         bytes_at_peak[grp] += lb.bytes;
       }
@@ -225,7 +226,17 @@ class Search {
       for (int grp : touched)
         droppable.emplace_back(
             static_cast<double>(bytes_at_peak[grp]) / (groups_[grp].cost + epsilon), grp);
-      if (droppable.empty()) break;
+      if (droppable.empty()) {
+        // Nothing droppable is alive at the peak: it is made of recomputed
+        // tensors. Keep one of them again for good, the one made midway in
+        // the forward, to split the recomputed stretch in two.
+        int pin = MiddleRecomputedGroup(current, pinned);
+        if (pin < 0) break;
+        kept_[pin] = true;
+        pinned[pin] = true;
+        if (!Score(&current)) return false;
+        continue;
+      }
       std::sort(droppable.begin(), droppable.end(), [](const auto& a, const auto& b) {
         return a.first != b.first ? a.first > b.first : a.second < b.second;
       });
@@ -245,6 +256,7 @@ class Search {
     const size_t attempts = std::min({dropped.size(), size_t{400}, work_bound});
     for (size_t i = 0; i < attempts; ++i) {
       int grp = dropped[i];
+      if (kept_[grp]) continue;  // pinned since
       kept_[grp] = true;
       ScoredPlan trial;
       if (!Score(&trial, /*detailed=*/false)) return false;
@@ -254,6 +266,23 @@ class Search {
         kept_[grp] = false;
     }
     return true;
+  }
+
+  // Of the dropped groups alive at the peak, the one whose first tensor is
+  // made midway in op order; -1 if none.
+  int MiddleRecomputedGroup(const ScoredPlan& current, const std::vector<bool>& pinned) const {
+    std::vector<std::pair<int, int>> at_peak;  // (first producer, group)
+    for (const LiveBuffer& lb : current.sim.live_at_peak) {
+      int grp = lb.owner >= 0 ? group_of_[lb.owner] : -1;
+      if (grp < 0 || kept_[grp] || pinned[grp]) continue;
+      int first = g_.tensors[groups_[grp].tensors.front()].producer;
+      for (int t : groups_[grp].tensors) first = std::min(first, g_.tensors[t].producer);
+      at_peak.emplace_back(first, grp);
+    }
+    if (at_peak.empty()) return -1;
+    std::sort(at_peak.begin(), at_peak.end());
+    at_peak.erase(std::unique(at_peak.begin(), at_peak.end()), at_peak.end());
+    return at_peak[at_peak.size() / 2].second;
   }
 
   // Recompute cost with the current decisions, without simulating.

@@ -8,11 +8,15 @@
 // baseline); while the simulated peak is over the budget, drop from the
 // checkpoint set the tensors alive at the peak with the most bytes per unit of
 // recompute cost (its producer's cost; memory-bound ops are cheap), one at a
-// time on graphs under 2,000 candidates, else the best 2% per round; then try
+// time on graphs under 2,000 candidates, else the best 2% per round; when
+// nothing droppable is alive at the peak (it holds recomputed tensors), keep
+// for good the recomputed tensor alive there that is made midway in the
+// forward, splitting the recomputed stretch (as sqrt(n) checkpointing does);
+// then try
 // to keep again, most expensive first, each dropped tensor whose return keeps
-// the peak within the budget. Stops when the peak fits, or when no tensor
-// alive at the peak can be dropped (infeasible: the lowest peak met is
-// reported). O(rounds x (ops + tensors)). Not optimal: it never trades one
+// the peak within the budget. Stops when the peak fits, or when nothing
+// alive at the peak can be dropped or kept (infeasible: the lowest peak met
+// is reported). O(rounds x (ops + tensors)). Not optimal: it never trades one
 // expensive drop for two cheap ones, and a recomputation's own transient
 // memory is only seen after the drop.
 //
