@@ -1,5 +1,7 @@
 #include "analyzer/planner.h"
 
+#include "analyzer/baselines.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -117,6 +119,7 @@ class Search {
     result_->algorithm = algorithm;
     kept_.assign(groups_.size(), true);
     if (!Greedy()) return false;
+    if (!HandWritten()) return false;
     if (algorithm == PlanAlgorithm::kExact && !Exact()) return false;
     result_->min_feasible_peak_bytes = lowest_.sim.peak_bytes;
     if (!result_->feasible) {
@@ -283,6 +286,24 @@ class Search {
     std::sort(at_peak.begin(), at_peak.end());
     at_peak.erase(std::unique(at_peak.begin(), at_peak.end()), at_peak.end());
     return at_peak[at_peak.size() / 2].second;
+  }
+
+  // The sets users write by hand (sqrt(n) segments, one checkpoint per block
+  // at scope depths 1-3) are scored too, so a plan is never dearer than one
+  // of them that fits, and never reaches a higher lowest peak. Op
+  // granularity only: at module granularity the search covers blocks.
+  bool HandWritten() {
+    if (options_.granularity != Granularity::kOp) return true;
+    std::vector<std::vector<bool>> sets = {SqrtCheckpoints(g_), BlockCheckpoints(g_, 1),
+                                           BlockCheckpoints(g_, 2), BlockCheckpoints(g_, 3)};
+    std::vector<bool> saved = kept_;
+    for (const std::vector<bool>& keep : sets) {
+      for (int t : candidates_) kept_[group_of_[t]] = keep[t];
+      ScoredPlan plan;
+      if (!Score(&plan, /*detailed=*/false)) return false;
+    }
+    kept_ = saved;
+    return true;
   }
 
   // Recompute cost with the current decisions, without simulating.
