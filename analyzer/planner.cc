@@ -260,6 +260,9 @@ class Search {
     for (size_t i = 0; i < attempts; ++i) {
       int grp = dropped[i];
       if (kept_[grp]) continue;  // pinned since
+      // Kept, it would most likely be alive at the peak: skip it when its
+      // bytes exceed the headroom (a filter, not a proof; saves a replay).
+      if (GroupBytes(grp) > budget_ - current.sim.peak_bytes) continue;
       kept_[grp] = true;
       ScoredPlan trial;
       if (!Score(&trial, /*detailed=*/false)) return false;
@@ -269,6 +272,12 @@ class Search {
         kept_[grp] = false;
     }
     return true;
+  }
+
+  int64_t GroupBytes(int grp) const {
+    int64_t bytes = 0;
+    for (int t : groups_[grp].tensors) bytes += g_.OwnedBytes(t);
+    return bytes;
   }
 
   // Of the dropped groups alive at the peak, the one whose first tensor is
