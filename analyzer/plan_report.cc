@@ -92,6 +92,7 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   r["granularity"] = options.granularity == Granularity::kModule ? "module" : "op";
   r["modules"] = plan.modules;
   r["evaluations"] = result.evaluations;
+  r["search_complete"] = result.search_complete;
   r["peak_step"] = sim.peak_step;
   int peak_op = sim.peak_step >= 0 ? plan.program.steps[sim.peak_step].op : -1;
   r["peak_op"] = peak_op >= 0 ? ojson(g.ops[peak_op].id) : ojson(nullptr);
@@ -154,10 +155,11 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
     out += fmt::format("  wrap      {} in checkpoint(): {}\n", plan.modules.size(),
                        modules.empty() ? "none" : modules);
   }
-  out += fmt::format("  search    {} ({} programs simulated), objective {}, device {}\n",
-                     PlanAlgorithmName(result.algorithm), result.evaluations,
-                     options.cost.objective == Objective::kTime ? "time" : "flops",
-                     options.cost.device.name);
+  out += fmt::format(
+      "  search    {}{} ({} programs simulated), objective {}, device {}\n",
+      PlanAlgorithmName(result.algorithm),
+      result.search_complete ? "" : ", stopped early: the best plan found", result.evaluations,
+      options.cost.objective == Objective::kTime ? "time" : "flops", options.cost.device.name);
   if (!recomputed.empty()) {
     size_t shown = std::min<size_t>(recomputed.size(), static_cast<size_t>(std::max(top, 0)));
     out += fmt::format("\nrecomputed, largest first ({} of {}):\n", shown, recomputed.size());

@@ -1,13 +1,13 @@
 #include "analyzer/planner.h"
 
-#include "analyzer/baselines.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+
+#include "analyzer/baselines.h"
 
 namespace memplan {
 
@@ -120,7 +120,9 @@ class Search {
     kept_.assign(groups_.size(), true);
     if (!Greedy()) return false;
     if (!HandWritten()) return false;
-    if (algorithm == PlanAlgorithm::kExact && !Exact()) return false;
+    // Below the floor nothing fits: no need to search every set to say so.
+    if (algorithm == PlanAlgorithm::kExact && PeakLowerBound(g_) <= budget_ && !Exact())
+      return false;
     result_->min_feasible_peak_bytes = lowest_.sim.peak_bytes;
     if (!result_->feasible) {
       result_->best = lowest_;
@@ -333,6 +335,10 @@ class Search {
   }
 
   bool Branch(size_t i) {
+    if (result_->evaluations >= kMaxExactEvaluations) {
+      result_->search_complete = false;
+      return true;
+    }
     if (result_->feasible) {
       double best = result_->best.recompute_cost;
       if (Bound() >= best - 1e-9 * std::max(1.0, std::abs(best))) return true;

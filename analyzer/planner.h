@@ -25,7 +25,9 @@
 // branch is cut when its cost with every undecided candidate kept (a lower
 // bound: keeping more never recomputes more) reaches the best plan found, the
 // greedy plan being the first. Exponential in the candidates in the worst
-// case; optimal over checkpoint sets.
+// case; optimal over checkpoint sets unless it stops at kMaxExactEvaluations
+// programs (then the best found is returned, search_complete false). Skipped
+// when the budget is below the floor (PeakLowerBound): nothing can fit.
 #ifndef MEMPLAN_ANALYZER_PLANNER_H_
 #define MEMPLAN_ANALYZER_PLANNER_H_
 
@@ -42,6 +44,8 @@
 namespace memplan {
 
 constexpr size_t kMaxExactCandidates = 22;  // tensors or modules
+// The exact search stops after this many programs (search_complete false).
+constexpr int64_t kMaxExactEvaluations = 200000;
 
 enum class PlanAlgorithm { kAuto, kExact, kGreedy };
 bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out);
@@ -83,6 +87,7 @@ struct PlanResult {
   double step_cost = 0;                 // cost of one training step, no recompute
   int64_t evaluations = 0;              // programs simulated
   std::vector<std::string> modules;     // module granularity: the modules to wrap
+  bool search_complete = true;          // false: the exact search hit kMaxExactEvaluations
 };
 
 // Scores one checkpoint set. False only if the program is invalid (a bug).
