@@ -53,8 +53,9 @@ Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_by
     plan.accumulation.emplace_back(g.ops[step.op].outputs[0], mode);
   }
   std::sort(plan.accumulation.begin(), plan.accumulation.end());
-  for (int t : CheckpointCandidates(g))
-    if (t < static_cast<int>(best.keep.size()) && best.keep[t]) plan.saved.push_back(t);
+  // The planner's keep vectors mark candidates only.
+  for (size_t t = 0; t < best.keep.size(); ++t)
+    if (best.keep[t]) plan.saved.push_back(static_cast<int>(t));
   plan.recomputed = best.checkpoint.recomputed_tensors;
   plan.predicted.peak_bytes = best.sim.peak_bytes;
   plan.predicted.baseline_peak_bytes = result.baseline_peak_bytes;
@@ -78,7 +79,7 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   r["budget_bytes"] = plan.budget_bytes;
   r["feasible"] = result.feasible;
   r["min_feasible_peak_bytes"] = result.min_feasible_peak_bytes;
-  r["lower_bound_bytes"] = PeakLowerBound(g);
+  r["lower_bound_bytes"] = result.lower_bound_bytes;
   r["predicted"] = {{"peak_bytes", plan.predicted.peak_bytes},
                     {"baseline_peak_bytes", plan.predicted.baseline_peak_bytes},
                     {"recompute_cost", plan.predicted.recompute_cost},
@@ -139,9 +140,9 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   }
   out += "\n";
   if (!result.feasible)
-    out +=
-        fmt::format("  lowest    {} is the lowest peak found (floor {}: no program goes lower)\n",
-                    FormatBytes(result.min_feasible_peak_bytes), FormatBytes(PeakLowerBound(g)));
+    out += fmt::format(
+        "  lowest    {} is the lowest peak found (floor {}: no program goes lower)\n",
+        FormatBytes(result.min_feasible_peak_bytes), FormatBytes(result.lower_bound_bytes));
   std::vector<int> recomputed = RecomputedBuffers(g, plan);
   out += fmt::format(
       "  recompute {} op runs, {} tensors ({}); cost {:.4g} {} = {:.1f}% of one training step\n",

@@ -117,11 +117,12 @@ class Search {
       return false;
     }
     result_->algorithm = algorithm;
+    result_->lower_bound_bytes = PeakLowerBound(g_);
     kept_.assign(groups_.size(), true);
     if (!Greedy()) return false;
     if (!HandWritten()) return false;
     // Below the floor nothing fits: no need to search every set to say so.
-    if (algorithm == PlanAlgorithm::kExact && PeakLowerBound(g_) <= budget_ && !Exact())
+    if (algorithm == PlanAlgorithm::kExact && result_->lower_bound_bytes <= budget_ && !Exact())
       return false;
     result_->min_feasible_peak_bytes = lowest_.sim.peak_bytes;
     if (!result_->feasible) {

@@ -84,6 +84,7 @@ struct PlanResult {
   ScoredPlan best;
   int64_t baseline_peak_bytes = 0;
   int64_t min_feasible_peak_bytes = 0;  // the lowest peak found, fitting or not
+  int64_t lower_bound_bytes = 0;        // PeakLowerBound: no program goes lower
   double step_cost = 0;                 // cost of one training step, no recompute
   int64_t evaluations = 0;              // programs simulated
   std::vector<std::string> modules;     // module granularity: the modules to wrap

@@ -236,7 +236,7 @@ int RunPlan(const PlanFlags& f) {
   std::vector<SweepPoint> sweep;
   if (f.sweep > 0 &&
       !SweepBudgets(jg.graph,
-                    SweepRange(result.baseline_peak_bytes, PeakLowerBound(jg.graph), f.sweep),
+                    SweepRange(result.baseline_peak_bytes, result.lower_bound_bytes, f.sweep),
                     options, &sweep, &err))
     return Error(f.common.graph + ": " + err);
   if (!f.out.empty() && !WriteFile(f.out, PlanToJson(jg.graph, plan), &err)) return Error(err);
