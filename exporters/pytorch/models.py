@@ -1,14 +1,14 @@
-"""Small deterministic models shared by capture_joint.py and measure_eager.py.
+"""Small models for memplan_torch's tests and benchmarks, named on the command
+line as `models:FACTORY` (e.g. `memplan_torch.py export models:gpt_small --batch 4`).
 
-build(name, batch) returns (model, x, target); the same name/batch/seed always
-gives the same parameters and the same data, so a captured graph and an eager
-measurement describe the same training step.
+A model may define example_input(batch) -> input tensor; memplan_torch then
+uses it instead of --input-shape.
 """
+import math
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-SEED = 0
 
 
 class CNNSmall(nn.Module):
@@ -31,6 +31,44 @@ class CNNSmall(nn.Module):
         x = self.pool2(self.relu2(self.bn2(self.conv2(x))))
         return self.fc(torch.flatten(x, 1))
 
+    def example_input(self, batch):
+        return torch.randn(batch, 3, 32, 32)
+
+
+class ResCNN(nn.Module):
+    """A small residual CNN with eager in-place ops where they bite: the block
+    output `out += identity` and ReLU(inplace=True) after it, 3x32x32 -> 10."""
+
+    def __init__(self, width=32, blocks=3):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False),
+                                  nn.BatchNorm2d(width), nn.ReLU(inplace=True))
+        self.blocks = nn.Sequential(*[Block(width) for _ in range(blocks)])
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+    def example_input(self, batch):
+        return torch.randn(batch, 3, 32, 32)
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += x
+        return self.relu(out)
+
 
 class MLP(nn.Module):
     """64 -> 128 -> 128 (+ residual) -> 10. The residual makes `h` feed two
@@ -47,30 +85,112 @@ class MLP(nn.Module):
         h = F.relu(self.fc2(h) + h)
         return self.fc3(h)
 
+    def example_input(self, batch):
+        return torch.randn(batch, 64)
 
-class WithLoss(nn.Module):
-    """Wraps a model so the cross-entropy loss is computed inside the traced
-    function (the loss becomes the graph output)."""
 
-    def __init__(self, model):
+class Attention(nn.Module):
+    def __init__(self, d, heads, dropout):
         super().__init__()
-        self.model = model
+        self.heads = heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.drop = nn.Dropout(dropout)
 
-    def forward(self, x, target):
-        return F.cross_entropy(self.model(x), target)
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=2)
+        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        att = self.drop(F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1))
+        y = (att @ v).transpose(1, 2).reshape(b, t, d)
+        return self.drop(self.c_proj(y))
 
 
-MODELS = {
-    "cnn_small": (CNNSmall, lambda b: (b, 3, 32, 32)),
-    "mlp": (MLP, lambda b: (b, 64)),
-}
+class GPTBlock(nn.Module):
+    def __init__(self, d, heads, dropout):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = Attention(d, heads, dropout)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d),
+                                 nn.Dropout(dropout))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
 
 
-def build(name, batch):
-    """Deterministic (model, x, target) for one training step, train mode."""
-    cls, in_shape = MODELS[name]
-    torch.manual_seed(SEED)
-    model = cls().train()
-    x = torch.randn(*in_shape(batch))
-    target = torch.randint(0, 10, (batch,))
-    return model, x, target
+class GPT(nn.Module):
+    """GPT-style decoder: token + position embeddings, pre-LN blocks with causal
+    attention (explicit matmul/softmax: torch 1.13 has no fused attention on
+    CPU), GELU MLP, dropout, untied LM head. Input: token ids (batch, seq)."""
+
+    def __init__(self, vocab=512, seq=64, d=128, heads=4, layers=2, dropout=0.1):
+        super().__init__()
+        self.vocab, self.seq = vocab, seq
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList([GPTBlock(d, heads, dropout) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        pos = torch.arange(idx.shape[1])
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+    def example_input(self, batch):
+        return torch.randint(0, self.vocab, (batch, self.seq))
+
+
+class InplaceShift(nn.Module):
+    """A wide linear layer whose output is shifted in place twice (`h += 1`)
+    before a sum: nothing of it is saved for the backward, so eager's peak is
+    one wide buffer in the forward, where a functionalized (compiled) graph
+    holds two. 64 -> 8192 -> sum over 64 groups -> 10. (Not mean: eager 1.13
+    saves mean's input for its backward, the traced formula does not.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 8192)
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h += 1.0
+        h += 1.0
+        return self.head(h.view(x.shape[0], 64, 128).sum(1))
+
+    def example_input(self, batch):
+        return torch.randn(batch, 64)
+
+
+def inplace_shift():
+    return InplaceShift()
+
+
+def cnn_small():
+    return CNNSmall()
+
+
+def res_cnn():
+    return ResCNN()
+
+
+def mlp():
+    return MLP()
+
+
+def gpt_small():
+    """4 layers, d=128, seq 64, vocab 128: the tests' transformer."""
+    return GPT(vocab=128, layers=4)
+
+
+def gpt_bench():
+    """4 layers, d=256, seq 128, vocab 2048: the benchmark's transformer."""
+    return GPT(vocab=2048, seq=128, d=256, heads=8, layers=4)

@@ -1,0 +1,950 @@
+#!/usr/bin/python3
+"""memplan's PyTorch exporter: real graphs in, plans applied back, predictions
+checked against real eager training steps.
+
+    memplan_torch.py export  MODEL --batch N [--input-shape 3,64,64] -o OUT.graph.json [--style joint|forward]
+    memplan_torch.py measure MODEL --batch N [--input-shape ...] [--plan PLAN.json] --json OUT.json
+
+MODEL is `torchvision:NAME` (e.g. torchvision:resnet18) or `package.module:factory`
+(a callable returning an nn.Module; `models:gpt_small` names the models of
+exporters/pytorch/models.py). The training step is always the same: forward,
+cross-entropy against a random target shaped like the output without its last
+dimension, backward, every parameter's .grad None beforehand, no optimizer.
+The input is `model.example_input(batch)` when the model has that method, else
+a float tensor of shape (batch, *--input-shape) (default 3,224,224). The seed is
+fixed, so an export and a measurement describe the same step.
+
+Python API (mirrors the CLI):
+    graph = export(model, example_inputs, target=None, style="joint")  # memplan.graph/1 dict
+    apply_plan(model, plan)   # wraps the plan's "modules" in torch.utils.checkpoint
+    report = measure(model, example_inputs, target=None, plan=None)
+
+How export works (torch 1.13: functorch.compile.aot_module; 2.x: the same
+entry points, through torch._functorch; only 1.13 is tested):
+  1. aot_module traces a *copy* of model + loss into a joint graph (ATen ops,
+     functionalized); the partitioner (default: save what the backward reads)
+     splits it into a forward and a backward fx graph, which we record.
+  2. Both graphs are re-run on real tensors (fx.Interpreter) for the shape,
+     dtype and storage of every value, tuple elements included.
+  3. fx nodes become memplan tensors/ops. Outputs that the op's schema says
+     alias an input (views, detach) become `alias_of` views, confirmed by
+     storage; the forward's saved outputs and the backward's placeholders map
+     to the same ids; backward outputs become `<param>.grad` with `grad_of`.
+  4. Module scopes are recorded while tracing (module hooks for the forward,
+     autograd-node hooks for the backward), see ScopeRecorder.
+  5. Eager fidelity: functionalization turns eager's in-place ops (ReLU(inplace),
+     ReLU6/Hardswish/SiLU(inplace), `x += y`, dropout's bernoulli_/div_) into
+     ops that allocate. aot 1.13 traces twice (plain, then functionalized by
+     re-running the plain graph); while a plain in-place node is re-run, the
+     functional node it becomes is tagged, and its output is written as a view
+     (`alias_of`) of the tensor it overwrote: no new buffer, and the old one
+     stays alive as long as the new value is, which is what eager does.
+     Batch-norm running statistics are updated in place by the kernel in
+     eager and are not outputs of aot 1.13's graph, so nothing is allocated for
+     them on either side.
+"""
+import argparse
+import copy
+import gc
+import importlib
+import json
+import operator
+import os
+import sys
+
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+try:  # torch 1.13
+    from functorch.compile import (aot_module, default_partition, make_boxed_func,
+                                   min_cut_rematerialization_partition)
+except ImportError:  # torch >= 2.0
+    from torch._functorch.aot_autograd import aot_module, make_boxed_func
+    from torch._functorch.partitioners import (default_partition,
+                                               min_cut_rematerialization_partition)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+EXPORTER = "memplan_torch 1"
+SEED = 0
+SCOPE_KEY = "memplan_scope"
+INPLACE_KEY = "memplan_inplace"
+DTYPES = {
+    torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
+    torch.bfloat16: "bfloat16", torch.int64: "int64", torch.int32: "int32",
+    torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8",
+    torch.bool: "bool", torch.complex64: "complex64",
+}
+DTYPE_SIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8,
+              "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8}
+# Ops that are views in eager although their schema carries no alias annotation.
+EXTRA_VIEWS = {"aten._unsafe_view.default": 0}
+# Scratch below this (wrapped scalars, 4-8 byte temporaries) is not recorded.
+WORKSPACE_MIN = 64
+RESIDENT = {"input", "parameter", "buffer", "optimizer_state"}
+
+
+# --------------------------------------------------------------------------
+# Models, inputs and the training step
+# --------------------------------------------------------------------------
+def load_model(spec):
+    """`torchvision:NAME` or `package.module:factory` -> nn.Module (seeded, train mode)."""
+    if ":" not in spec:
+        raise SystemExit(f"model {spec!r}: expected torchvision:NAME or package.module:factory")
+    mod_name, attr = spec.split(":", 1)
+    torch.manual_seed(SEED)
+    if mod_name == "torchvision":
+        import torchvision
+        factory = getattr(torchvision.models, attr, None)
+        if factory is None:
+            raise SystemExit(f"model {spec!r}: torchvision.models has no {attr}")
+        model = factory(weights=None)
+    else:
+        factory = getattr(importlib.import_module(mod_name), attr)
+        model = factory()
+    return model.train()
+
+
+def example_inputs(model, batch, input_shape=None):
+    """The step's input tuple: model.example_input(batch), else randn(batch, *shape)."""
+    torch.manual_seed(SEED + 1)
+    if input_shape is None and hasattr(model, "example_input"):
+        x = model.example_input(batch)
+        return x if isinstance(x, tuple) else (x,)
+    shape = tuple(input_shape or (3, 224, 224))
+    return (torch.randn(batch, *shape),)
+
+
+def make_target(model, inputs):
+    """Random class targets shaped like the output without its last dimension
+    (found with a no-grad forward of a copy on the first sample)."""
+    probe = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        out = probe(*[x[:1] for x in inputs])
+    shape = (inputs[0].shape[0],) + tuple(out.shape[1:-1])
+    torch.manual_seed(SEED + 2)
+    return torch.randint(0, out.shape[-1], shape)
+
+
+def loss_fn(out, target):
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+
+
+class WithLoss(nn.Module):
+    """model + loss as one module, so the loss is inside the traced graph."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args):
+        *inputs, target = args
+        return loss_fn(self.model(*inputs), target)
+
+
+# --------------------------------------------------------------------------
+# Scope and in-place recording while aot traces
+# --------------------------------------------------------------------------
+def _mutated_arg(target):
+    """Index of the argument an in-place ATen op writes (schema `(a!)`), else None."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return None
+    for j, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            return j
+    return None
+
+
+def _packet_name(target):
+    pk = getattr(target, "overloadpacket", None)
+    return getattr(pk, "__name__", None)
+
+
+class ScopeRecorder:
+    """Tags every fx node created while tracing with meta[SCOPE_KEY], and the
+    functional counterparts of eager in-place ops with meta[INPLACE_KEY].
+
+    * forward: module pre/post hooks keep a stack of module paths; a node
+      created while the stack is non-empty gets its top.
+    * backward: each module's post-hook also walks the autograd graph behind
+      its outputs and registers a post-hook on the untagged grad_fn nodes; a
+      module's pre-hook gives untagged nodes behind its inputs to the parent.
+      The autograd engine runs nodes one at a time (CPU: on the calling
+      thread), so the fx nodes created since the previous post-hook belong to
+      the node whose post-hook fires now. Gradient-summing adds run after the
+      producing node's hook and end up in the next node's scope (best effort).
+    * aot 1.13 traces twice (plain, then functionalized by re-running the
+      first graph in an fx.Interpreter); during the second trace a node
+      inherits the scope of the node being interpreted, and when that node is
+      an in-place op (relu_, add_, ...), the node of the functional op of the
+      same name (relu, add) is tagged with the index of the overwritten input.
+    """
+
+    def __init__(self, root, names, record_inplace=True):
+        self.root, self.names = root, names  # names: module -> scope string
+        self.record_inplace = record_inplace
+        self.stack, self.pending, self.cur_src = [], [], None
+        self.tagged = {}  # grad_fn -> scope (holds refs so ids stay valid)
+        self.handles = []
+        self.inplace_sources = 0
+
+    def __enter__(self):
+        st = self
+        self.orig_create = torch.fx.Graph.create_node
+        self.orig_run_node = torch.fx.Interpreter.run_node
+
+        def create_node(graph, *a, **k):
+            node = st.orig_create(graph, *a, **k)
+            src = st.cur_src
+            if src is not None:
+                if SCOPE_KEY in src.meta:
+                    node.meta[SCOPE_KEY] = src.meta[SCOPE_KEY]
+                if (st.record_inplace and node.op == "call_function"
+                        and src.op == "call_function"):
+                    j = _mutated_arg(src.target)
+                    name = _packet_name(src.target)
+                    if (j == 0 and name and name.endswith("_")
+                            and _packet_name(node.target) == name[:-1]):
+                        node.meta[INPLACE_KEY] = str(src.target)
+            elif st.stack:
+                node.meta[SCOPE_KEY] = st.stack[-1]
+            else:
+                st.pending.append(node)
+            return node
+
+        def run_node(interp, n):
+            prev, st.cur_src = st.cur_src, n
+            try:
+                return st.orig_run_node(interp, n)
+            finally:
+                st.cur_src = prev
+
+        torch.fx.Graph.create_node = create_node
+        torch.fx.Interpreter.run_node = run_node
+        for mod in self.root.modules():
+            self.handles.append(mod.register_forward_pre_hook(self._pre))
+            self.handles.append(mod.register_forward_hook(self._post))
+        return self
+
+    def __exit__(self, *exc):
+        torch.fx.Graph.create_node = self.orig_create
+        torch.fx.Interpreter.run_node = self.orig_run_node
+        for h in self.handles:
+            h.remove()
+        self.tagged.clear()
+
+    def _walk(self, tensors):
+        """Untagged autograd nodes reachable from `tensors` (stops at tagged ones)."""
+        seen, todo = set(), [t.grad_fn for t in _flat_tensors(tensors)]
+        while todo:
+            fn = todo.pop()
+            if (fn is None or fn in seen or fn in self.tagged
+                    or type(fn).__name__ == "AccumulateGrad"):
+                continue
+            seen.add(fn)
+            todo.extend(f for f, _ in fn.next_functions)
+        return seen
+
+    def _tag(self, fns, scope):
+        for fn in fns:
+            self.tagged[fn] = scope
+            fn.register_hook(self._bw_hook(scope))
+
+    def _pre(self, mod, inputs):
+        if self.stack:
+            self._tag(self._walk(inputs), self.stack[-1])
+        self.stack.append(self.names[mod])
+
+    def _post(self, mod, inputs, output):
+        scope = self.stack.pop()
+        self._tag(self._walk(output), scope)
+
+    def _bw_hook(self, scope):
+        def hook(grad_inputs, grad_outputs):
+            for node in self.pending:
+                node.meta.setdefault(SCOPE_KEY, scope)
+            self.pending.clear()
+        return hook
+
+
+def _flat_tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for e in x for t in _flat_tensors(e)]
+    if isinstance(x, dict):
+        return [t for e in x.values() for t in _flat_tensors(e)]
+    return []
+
+
+def _named(module, what):
+    """Named parameters/buffers in aot_module's primal order (duplicates kept)."""
+    try:
+        return list(getattr(module, "named_" + what)(remove_duplicate=False))
+    except TypeError:  # torch 1.13
+        from functorch._src.named_members_polyfill import _named_buffers, _named_parameters
+        fn = _named_parameters if what == "parameters" else _named_buffers
+        return list(fn(module, remove_duplicate=False))
+
+
+def capture(model, inputs, target, partition_fn=default_partition, record_inplace=True):
+    """Traces a copy of model + loss with aot_module. Returns ({"fw", "bw"}:
+    (GraphModule, example args)), [(primal name, kind)], number of inputs."""
+    wrapped = WithLoss(copy.deepcopy(model))
+    # Scopes: the loss wrapper is "loss", the model's own code "", its
+    # submodules their usual paths ("layer1.0.conv1").
+    names = {}
+    for n, m in wrapped.named_modules():
+        names[m] = "loss" if n == "" else ("" if n == "model" else n[len("model."):])
+    graphs = {}
+
+    def fw_compiler(gm, args):
+        graphs["fw"] = (gm, list(args))
+        return make_boxed_func(gm.forward)
+
+    def bw_compiler(gm, args):
+        graphs["bw"] = (gm, list(args))
+        return make_boxed_func(gm.forward)
+
+    compiled = aot_module(wrapped, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                          partition_fn=partition_fn)
+    torch.manual_seed(SEED + 3)
+    with ScopeRecorder(wrapped, names, record_inplace):
+        loss = compiled(*inputs, target)
+        loss.backward()
+
+    strip = lambda n: n[len("model."):] if n.startswith("model.") else n
+    primals = [(strip(n), "parameter") for n, _ in _named(wrapped, "parameters")]
+    primals += [(strip(n), "buffer") for n, _ in _named(wrapped, "buffers")]
+    in_names = ["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))]
+    primals += [(n, "input") for n in in_names] + [("target", "input")]
+    return graphs, primals
+
+
+# --------------------------------------------------------------------------
+# Conversion to memplan.graph/1
+# --------------------------------------------------------------------------
+class Recorder(torch.fx.Interpreter):
+    """Runs a graph on real tensors and keeps every node's value; each node runs
+    inside record_function("memplan::<name>") so that op_workspaces() can find
+    its allocations in a profile."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.values = {}
+
+    def run_node(self, n):
+        with torch.profiler.record_function("memplan::" + n.name):
+            v = super().run_node(n)
+        self.values[n] = v
+        return v
+
+
+def op_workspaces(prof):
+    """{fx node name: transient bytes} from a profile of Recorder runs: the
+    highest running sum of the CPU allocations made while the node ran, less
+    what was still allocated when it returned (its outputs). This is scratch
+    the kernel allocates through the c10 allocator, e.g. oneDNN's reordered
+    copies in convolution_backward, which eager pays at the same moment."""
+    res = {}
+
+    def mem_events(node, out):
+        ef = node.extra_fields
+        if hasattr(ef, "alloc_size") and getattr(ef, "device", None) is not None \
+                and ef.device.type == "cpu":
+            out.append((node.start_time_ns, ef.alloc_size))
+        for c in node.children:
+            mem_events(c, out)
+        return out
+
+    def walk(node):
+        if node.name.startswith("memplan::"):
+            evs = sorted(mem_events(node, []), key=lambda e: e[0])
+            cur = peak = 0
+            for _, size in evs:
+                cur += size
+                peak = max(peak, cur)
+            if peak > max(cur, 0):
+                res[node.name[len("memplan::"):]] = peak - max(cur, 0)
+            return
+        for c in node.children:
+            walk(c)
+
+    for r in prof.profiler.kineto_results.experimental_event_tree():
+        walk(r)
+    return res
+
+
+def _node_args(node):
+    """fx Nodes read by `node`, in order, without duplicates."""
+    out = []
+    torch.fx.node.map_arg((node.args, node.kwargs), lambda a: out.append(a) or a)
+    seen, res = set(), []
+    for a in out:
+        if a not in seen:
+            seen.add(a)
+            res.append(a)
+    return res
+
+
+def _schema_aliases(node):
+    """{output index: fx argument Node} for outputs the schema says alias an input."""
+    name = str(node.target)
+    if name in EXTRA_VIEWS:
+        return {0: node.args[EXTRA_VIEWS[name]]}
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return {}
+    res = {}
+    for i, ret in enumerate(schema.returns):
+        if ret.alias_info is None:
+            continue
+        for j, arg in enumerate(schema.arguments):
+            if arg.alias_info is not None and arg.alias_info.before_set & ret.alias_info.before_set:
+                v = node.args[j] if j < len(node.args) else node.kwargs.get(arg.name)
+                if isinstance(v, torch.fx.Node):
+                    res[i] = v
+    return res
+
+
+def _storage(t):
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return None
+    return t.storage().data_ptr()
+
+
+def _flops(node, ins, outs):
+    """FLOPs of matmul- and convolution-like ops; others are left to memplan."""
+    t = str(node.target)
+    try:
+        if t in ("aten.mm.default", "aten.bmm.default"):
+            return 2 * ins[0].numel() * ins[1].shape[-1]
+        if t in ("aten.addmm.default", "aten.baddbmm.default"):
+            return 2 * ins[1].numel() * ins[2].shape[-1]
+        if t == "aten.convolution.default":
+            w, y = ins[1], outs[0]
+            groups = node.args[8] if len(node.args) > 8 else 1
+            return 2 * y.numel() * w[0].numel() // max(1, groups) * groups
+        if t == "aten.convolution_backward.default":
+            grad_out, w = ins[0], ins[2]
+            per = 2 * grad_out.numel() * w[0].numel()  # one convolution's worth
+            return per * sum(1 for o in outs[:2] if isinstance(o, torch.Tensor))
+    except (AttributeError, IndexError, TypeError):
+        pass
+    return None
+
+
+def convert(graphs, primals, name, style="joint"):
+    fw_gm, fw_args = graphs["fw"]
+    bw_gm, _ = graphs["bw"]
+    fw_ph = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
+    if len(fw_ph) != len(primals):
+        raise SystemExit(f"expected {len(primals)} primals, got {len(fw_ph)} "
+                         "(tied weights are deduplicated by aot; not handled)")
+
+    from torch.profiler import ProfilerActivity, profile
+    prev_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as measure() runs the eager step
+    try:
+        with torch.no_grad():
+            torch.manual_seed(SEED + 3)
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                fw_run = Recorder(fw_gm)
+                fw_outs = fw_run.run(*fw_args)
+            ws_fw = op_workspaces(prof)
+            bw_ph = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
+            n_saved = sum(1 for n in bw_ph if not n.name.startswith("tangents"))
+            n_user = len(fw_outs) - n_saved
+            tangents = [torch.ones_like(o) for o in fw_outs[:n_user]]
+            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+                bw_run = Recorder(bw_gm)
+                bw_run.run(*(list(fw_outs[n_user:]) + tangents))
+            ws_bw = op_workspaces(prof)
+    finally:
+        torch.set_num_threads(prev_threads)
+    values = {**fw_run.values, **bw_run.values}
+
+    fw_out_nodes = list(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0])
+    bw_out_nodes = list(next(n for n in bw_gm.graph.nodes if n.op == "output").args[0])
+
+    tensors, ops = {}, []
+    tid = {}            # fx Node or (fx Node, index) -> tensor id
+    storage_owner = {}  # storage ptr -> owning (non-alias) tensor id
+    renames = {}        # fx Node -> preferred tensor id
+
+    user_ids = ["loss"] if n_user == 1 else [f"out{i}" for i in range(n_user)]
+    for node, uid in zip(fw_out_nodes[:n_user], user_ids):
+        renames[node] = uid
+    grad_of = {}
+    for node, (pname, kind) in zip(bw_out_nodes, primals):
+        if node is None:
+            continue
+        if kind != "parameter" or node.op != "call_function" or node in renames:
+            raise SystemExit(f"unsupported backward output {node} for {pname}")
+        renames[node] = pname + ".grad"
+        grad_of[node] = pname
+
+    def root(t):
+        while "alias_of" in tensors[t]:
+            t = tensors[t]["alias_of"]
+        return t
+
+    def add_tensor(key, tensor_id, value, kind, base=None):
+        if tensor_id in tensors:  # fx names are unique per graph, not across fw/bw
+            k = 1
+            while f"{tensor_id}.{k}" in tensors:
+                k += 1
+            tensor_id = f"{tensor_id}.{k}"
+        t = {"id": tensor_id, "shape": [int(s) for s in value.shape],
+             "dtype": DTYPES[value.dtype], "kind": kind}
+        if base is not None:
+            t["alias_of"] = root(base)
+        tensors[tensor_id] = t
+        tid[key] = tensor_id
+        ptr = _storage(value)
+        if base is None and ptr is not None:
+            storage_owner.setdefault(ptr, tensor_id)
+        return t
+
+    for node, (pname, kind) in zip(fw_ph, primals):
+        add_tensor(node, pname, values[node], kind)
+
+    op_ids = set()
+    grad_flow = set()  # backward values derived from the tangent
+    stats = {"views_by_schema": 0, "views_by_storage": 0, "schema_alias_copied": 0,
+             "eager_inplace": 0, "inplace_ops": {}, "workspace_ops": 0}
+
+    def emit(gm, phase):
+        getitems = {}
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and n.target is operator.getitem:
+                getitems[(n.args[0], n.args[1])] = n
+        for node in gm.graph.nodes:
+            if node.op != "call_function" or node.target is operator.getitem:
+                continue
+            val = values[node]
+            multi = isinstance(val, (tuple, list))
+            outs = list(val) if multi else [val]
+            in_nodes = _node_args(node)
+            inputs = []
+            for a in in_nodes:
+                if a in tid:
+                    inputs.append(tid[a])
+                elif a.target is operator.getitem and (a.args[0], a.args[1]) in tid:
+                    inputs.append(tid[(a.args[0], a.args[1])])
+                else:
+                    raise SystemExit(f"{node.name}: input {a.name} has no tensor")
+            in_vals = [values[a] for a in in_nodes]
+            flow = phase == "backward" and any(a in grad_flow for a in in_nodes)
+            if flow:
+                grad_flow.add(node)
+            aliases = _schema_aliases(node)
+            # Eager ran this op in place on its first argument (see ScopeRecorder).
+            inplace_of = None
+            if INPLACE_KEY in node.meta and not multi and node.args and \
+                    isinstance(node.args[0], torch.fx.Node) and node.args[0] in tid:
+                a0 = values[node.args[0]]
+                if (isinstance(a0, torch.Tensor) and isinstance(val, torch.Tensor)
+                        and a0.shape == val.shape and a0.dtype == val.dtype):
+                    inplace_of = tid[node.args[0]]
+            out_ids = []
+            for i, v in enumerate(outs):
+                if not isinstance(v, torch.Tensor):
+                    continue  # None (masked-out gradient) or a non-tensor
+                fx_out = getitems.get((node, i)) if multi else node
+                key = (node, i) if multi else node
+                tensor_id = renames.get(fx_out) or (fx_out.name if fx_out is not None
+                                                    else f"{node.name}.{i}")
+                base, ptr = None, _storage(v)
+                if i in aliases and ptr is not None and ptr == _storage(values[aliases[i]]):
+                    base = tid[aliases[i]] if aliases[i] in tid else None
+                    stats["views_by_schema"] += 1
+                elif i in aliases:
+                    stats["schema_alias_copied"] += 1
+                elif inplace_of is not None and fx_out not in renames:
+                    base = inplace_of
+                    stats["eager_inplace"] += 1
+                    k = node.meta[INPLACE_KEY]
+                    stats["inplace_ops"][k] = stats["inplace_ops"].get(k, 0) + 1
+                elif ptr is not None and ptr in storage_owner and any(
+                        _storage(x) == ptr for x in in_vals):
+                    base = storage_owner[ptr]
+                    stats["views_by_storage"] += 1
+                if phase == "forward":
+                    kind = "activation"
+                else:
+                    kind = "gradient" if flow else "temporary"
+                t = add_tensor(key, tensor_id, v, kind, base)
+                tensor_id = t["id"]
+                if fx_out is not None:
+                    tid[fx_out] = tensor_id
+                    if flow:
+                        grad_flow.add(fx_out)
+                if fx_out in grad_of:
+                    t["kind"] = "gradient"
+                    t["grad_of"] = grad_of[fx_out]
+                out_ids.append(tensor_id)
+            op_id = "op." + node.name
+            if op_id in op_ids:
+                op_id = f"{op_id}.{phase[:2]}"
+            op_ids.add(op_id)
+            op = {"id": op_id, "type": str(node.target), "inputs": inputs,
+                  "outputs": out_ids, "phase": phase,
+                  "scope": node.meta.get(SCOPE_KEY, "")}
+            fl = _flops(node, in_vals, outs)
+            if fl:
+                op["flops"] = fl
+            ws = (ws_fw if phase == "forward" else ws_bw).get(node.name, 0)
+            if ws >= WORKSPACE_MIN:
+                op["workspace_bytes"] = ws
+                stats["workspace_ops"] += 1
+            if (phase == "backward" and str(node.target) == "aten.add.Tensor"
+                    and len(in_nodes) == 2 and all(a in grad_flow for a in in_nodes)):
+                op["accumulate"] = True
+            ops.append(op)
+
+    emit(fw_gm, "forward")
+    if style == "joint":
+        for ph, fw_node in zip(bw_ph[:n_saved], fw_out_nodes[n_user:]):
+            tid[ph] = tid[fw_node]
+        for ph, uid, tv in zip(bw_ph[n_saved:], user_ids, tangents):
+            gid = uid + ".grad"
+            gid = add_tensor(ph, gid, tv, "gradient")["id"]
+            grad_flow.add(ph)
+            ops.append({"id": gid + ".seed", "type": "ones_like", "inputs": [uid],
+                        "outputs": [gid], "phase": "backward", "scope": "loss"})
+        emit(bw_gm, "backward")
+    ops = sink_backward_views(ops, tensors)
+    graph = {
+        "format": "memplan.graph/1",
+        "name": name,
+        "source": {"framework": "pytorch", "version": torch.__version__,
+                   "exporter": EXPORTER, "style": style},
+        "symbols": {},
+        "tensors": list(tensors.values()),
+        "ops": ops,
+        "outputs": user_ids,
+    }
+    return graph, stats
+
+
+def sink_backward_views(ops, tensors):
+    """Moves each backward op that only makes views (detach, view, t, ...) to
+    just before its first backward reader. aot's partitioner puts the detach
+    of every saved tensor at the top of the backward graph; left there, each
+    one would make a checkpoint plan recompute its tensor when the backward
+    starts. A view owns no memory and its base lives to the view's last use
+    either way, so the baseline program is unchanged."""
+    def alias_only(op):
+        return (op["phase"] == "backward" and op["outputs"]
+                and all("alias_of" in tensors[o] for o in op["outputs"]))
+
+    readers = {}
+    for k, op in enumerate(ops):
+        for i in op["inputs"]:
+            readers.setdefault(i, []).append(k)
+    key = [(k, 0) for k in range(len(ops))]
+    for k in range(len(ops) - 1, -1, -1):
+        if not alias_only(ops[k]):
+            continue
+        after = [key[r] for o in ops[k]["outputs"] for r in readers.get(o, []) if r > k]
+        if after:
+            first = min(after)
+            key[k] = (first[0], first[1] - 1)
+    order = sorted(range(len(ops)), key=lambda k: key[k])
+    return [ops[k] for k in order]
+
+
+def export(model, example_inputs, target=None, style="joint", name="model",
+           partition_fn=default_partition, with_stats=False, record_inplace=True):
+    """memplan.graph/1 (a dict) of one training step of `model` on
+    `example_inputs` (a tuple) with the cross-entropy loss against `target`
+    (random, shaped from the output, when None). The model is not modified.
+    record_inplace=False writes the functionalized graph as traced (eager's
+    in-place ops then allocate, as in a compiled step)."""
+    if style not in ("joint", "forward"):
+        raise ValueError(f"style {style!r}: joint or forward")
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
+        else (example_inputs,)
+    if target is None:
+        target = make_target(model, inputs)
+    graphs, primals = capture(model, inputs, target, partition_fn, record_inplace)
+    graph, stats = convert(graphs, primals, name, style)
+    errs = validate(graph)
+    if errs:
+        raise RuntimeError("exported graph fails its self-check:\n  " + "\n  ".join(errs[:20]))
+    return (graph, stats) if with_stats else graph
+
+
+# --------------------------------------------------------------------------
+# Self-check (SPEC section 1)
+# --------------------------------------------------------------------------
+def nbytes(t):
+    n = DTYPE_SIZE[t["dtype"]]
+    for s in t["shape"]:
+        n *= s
+    return n
+
+
+def validate(g):
+    """A list of problems (empty when the graph is well formed)."""
+    errs = []
+    tensors = {}
+    for t in g["tensors"]:
+        if t["id"] in tensors:
+            errs.append(f"duplicate tensor id {t['id']}")
+        tensors[t["id"]] = t
+        if t["dtype"] not in DTYPE_SIZE:
+            errs.append(f"{t['id']}: bad dtype {t['dtype']}")
+        if not all(isinstance(s, int) and s >= 0 for s in t["shape"]):
+            errs.append(f"{t['id']}: bad shape {t['shape']}")
+    for t in tensors.values():
+        if "alias_of" in t and (t["alias_of"] not in tensors or "alias_of" in tensors[t["alias_of"]]):
+            errs.append(f"{t['id']}: alias_of {t.get('alias_of')} is not a base tensor")
+        if "grad_of" in t and tensors.get(t["grad_of"], {}).get("kind") != "parameter":
+            errs.append(f"{t['id']}: grad_of {t['grad_of']} is not a parameter")
+    op_ids, defined = set(), {i for i, t in tensors.items() if t["kind"] in RESIDENT}
+    produced, seen_bw = set(), False
+    for op in g["ops"]:
+        if op["id"] in op_ids or op["id"] in tensors:
+            errs.append(f"duplicate op id {op['id']}")
+        op_ids.add(op["id"])
+        if op["phase"] == "backward":
+            seen_bw = True
+        elif seen_bw:
+            errs.append(f"{op['id']}: forward op after the backward started")
+        for i in op["inputs"]:
+            if i not in defined:
+                errs.append(f"{op['id']}: reads {i} before it is produced")
+        for o in op["outputs"]:
+            if o not in tensors:
+                errs.append(f"{op['id']}: dangling output {o}")
+            if o in produced or tensors.get(o, {}).get("kind") in RESIDENT:
+                errs.append(f"{o}: produced twice")
+            produced.add(o)
+            defined.add(o)
+    for t in tensors:
+        if t not in defined:
+            errs.append(f"{t}: never produced")
+    for o in g["outputs"]:
+        if o not in defined:
+            errs.append(f"output {o} is never produced")
+    return errs
+
+
+def dumps(g):
+    """Deterministic JSON, one tensor / op per line (diff-friendly)."""
+    enc = lambda v: json.dumps(v, separators=(", ", ": "))
+    parts = []
+    for k, v in g.items():
+        if k in ("tensors", "ops"):
+            body = ",\n".join("  " + enc(x) for x in v)
+            parts.append(f"{json.dumps(k)}: [\n{body}\n]")
+        else:
+            parts.append(f"{json.dumps(k)}: {enc(v)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+# --------------------------------------------------------------------------
+# Plans applied back: torch.utils.checkpoint around the plan's modules
+# --------------------------------------------------------------------------
+def apply_plan(model, plan):
+    """Wraps each module the plan lists (`"modules"`, written by `memplan plan
+    --granularity module`; paths as in model.named_modules()) in
+    torch.utils.checkpoint (non-reentrant: parameters get gradients even when
+    no input requires one; the saved tensors of the recomputed forward are
+    freed after their backward use, as memplan's checkpoint programs assume).
+    `plan` is a dict or a path. Returns the list of wrapped module paths."""
+    if not isinstance(plan, dict):
+        with open(plan) as f:
+            plan = json.load(f)
+    from torch.utils.checkpoint import checkpoint
+    wrapped = []
+    for path in plan.get("modules", []):
+        try:
+            mod = model.get_submodule(path)
+        except AttributeError:
+            raise ValueError(f"plan module {path!r} is not a submodule of the model")
+        if getattr(mod, "_memplan_checkpointed", False):
+            continue
+        inner = mod.forward
+
+        def fwd(*args, _inner=inner, **kwargs):
+            return checkpoint(_inner, *args, use_reentrant=False, **kwargs)
+        mod.forward = fwd
+        mod._memplan_checkpointed = True
+        wrapped.append(path)
+    return wrapped
+
+
+# --------------------------------------------------------------------------
+# Measurement of one eager step (torch.profiler memory events)
+# --------------------------------------------------------------------------
+def _tensor_bytes(ts):
+    seen, n = set(), 0
+    for t in ts:
+        if id(t) not in seen:
+            seen.add(id(t))
+            n += t.numel() * t.element_size()
+    return n
+
+
+def _peak_from_kineto(prof):
+    """(peak above start, end above start, number of events) from the profiler's
+    [memory] events: event.nbytes() is +size on alloc, -size on free, for c10
+    CPU allocations made while profiling. (Debian's build has no kineto trace
+    export, so the events are read from prof.profiler.kineto_results.)"""
+    evs = [e for e in prof.profiler.kineto_results.events()
+           if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    evs.sort(key=lambda e: e.start_us())  # stable: keeps record order on ties
+    cur = peak = 0
+    for e in evs:
+        cur += e.nbytes()
+        peak = max(peak, cur)
+    return peak, cur, len(evs)
+
+
+def _peak_stack(prof):
+    """Cross-check from the event tree (allocator running total) and the op
+    stack around the peak allocation."""
+    allocs = []
+
+    def walk(node, stack):
+        ef = node.extra_fields
+        if hasattr(ef, "total_allocated") and ef.device.type == "cpu":
+            allocs.append((node.start_time_ns, ef.total_allocated, ef.alloc_size, stack))
+        for c in node.children:
+            walk(c, stack + [node.name] if node.name != "[memory]" else stack)
+
+    try:
+        roots = prof.profiler.kineto_results.experimental_event_tree()
+    except AttributeError:
+        return None, None
+    for r in roots:
+        walk(r, [])
+    if not allocs:
+        return None, None
+    allocs.sort(key=lambda a: a[0])
+    start = allocs[0][1] - allocs[0][2]
+    top = max(allocs, key=lambda a: a[1])
+    return top[1] - start, " > ".join(top[3]) or None
+
+
+def measure(model, example_inputs, target=None, plan=None, threads=1):
+    """Peak memory of one eager CPU training step (forward, loss, backward,
+    .grad None before), after one unmeasured warm-up step. With `plan`, the
+    plan's modules are checkpointed first (on the model itself). Returns a
+    dict: peak_bytes = resident_bytes (parameters, buffers, inputs) + peak
+    above the start of the step."""
+    from torch.profiler import ProfilerActivity, profile
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
+        else (example_inputs,)
+    if target is None:
+        target = make_target(model, inputs)
+    wrapped = apply_plan(model, plan) if plan is not None else []
+    prev_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)  # fewer per-thread scratch buffers, stabler numbers
+    try:
+        def step():
+            model.zero_grad(set_to_none=True)
+            loss = loss_fn(model(*inputs), target)
+            loss.backward()
+            return loss
+
+        torch.manual_seed(SEED + 3)
+        step()  # warm-up: lazy initialisation, caches
+        model.zero_grad(set_to_none=True)
+        gc.collect()
+        resident = _tensor_bytes(list(model.parameters()) + list(model.buffers())
+                                 + list(inputs) + [target])
+        torch.manual_seed(SEED + 3)
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            loss = step()
+            del loss
+    finally:
+        torch.set_num_threads(prev_threads)
+    peak, end, n_events = _peak_from_kineto(prof)
+    tree_peak, stack = _peak_stack(prof)
+    grads = _tensor_bytes(p.grad for p in model.parameters() if p.grad is not None)
+    return {
+        "torch": torch.__version__,
+        "peak_bytes": resident + peak,
+        "resident_bytes": resident,
+        "peak_above_start": peak,
+        "end_above_start": end,
+        "param_grad_bytes": grads,
+        "checkpointed_modules": wrapped,
+        "peak_op_stack": stack,
+        "memory_events": n_events,
+        "event_tree_peak_above_start": tree_peak,
+        "method": "torch.profiler(profile_memory=True): running sum of CPU [memory] "
+                  f"event sizes, {threads} intra-op thread(s), after 1 warm-up step",
+    }
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+def _shape(text):
+    try:
+        return tuple(int(s) for s in text.replace("x", ",").split(",") if s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected e.g. 3,64,64")
+
+
+def _setup(args):
+    model = load_model(args.model)
+    inputs = example_inputs(model, args.batch, args.input_shape)
+    return model, inputs, make_target(model, inputs)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("export", "measure"):
+        p = sub.add_parser(name)
+        p.add_argument("model", help="torchvision:NAME or package.module:factory")
+        p.add_argument("--batch", type=int, required=True)
+        p.add_argument("--input-shape", type=_shape, default=None,
+                       help="per-sample input shape, e.g. 3,64,64 (default: the model's "
+                            "example_input, else 3,224,224)")
+    ex = sub.choices["export"]
+    ex.add_argument("-o", "--output", required=True)
+    ex.add_argument("--style", choices=("joint", "forward"), default="joint")
+    ex.add_argument("--partition", choices=("default", "min_cut"), default="default",
+                    help="aot partitioner (joint style): default saves what the backward "
+                         "reads; min_cut is PyTorch's rematerializing partitioner")
+    ms = sub.choices["measure"]
+    ms.add_argument("--plan", help="memplan.plan/1 with a module list (memplan plan "
+                                   "--granularity module) to apply before measuring")
+    ms.add_argument("--json", help="write the report here (also printed)")
+    args = ap.parse_args(argv)
+
+    model, inputs, target = _setup(args)
+    if args.cmd == "export":
+        pf = default_partition if args.partition == "default" else min_cut_rematerialization_partition
+        graph, stats = export(model, inputs, target, style=args.style,
+                              name=args.model.split(":")[-1], partition_fn=pf, with_stats=True)
+        with open(args.output, "w") as f:
+            f.write(dumps(graph))
+        fw = sum(1 for o in graph["ops"] if o["phase"] == "forward")
+        print(json.dumps({"output": args.output, "ops": len(graph["ops"]), "forward_ops": fw,
+                          "tensors": len(graph["tensors"]), **stats}, indent=1))
+        return 0
+    report = measure(model, inputs, target, plan=args.plan)
+    report = {"model": args.model, "batch": args.batch, **report}
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
