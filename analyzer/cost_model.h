@@ -2,6 +2,8 @@
 // (objective time) or FLOPs (objective flops).
 //
 // Recipe, objective time:
+//  0. the op's time from a measured costs file (CostModel::measured_us) when
+//     it has one;
 //  1. the op's measured time_us when given;
 //  2. else 0 for a view-only op (every output is a view of an input);
 //  3. else a roofline estimate max(flops / peak_flops, bytes_moved / bandwidth)
@@ -25,6 +27,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "analyzer/graph.h"
@@ -66,6 +69,10 @@ std::string DevicePresetNames();
 struct CostModel {
   Objective objective = Objective::kTime;
   DevicePreset device = kDevicePresets[0];  // h100
+  // Measured time of one run of each op, by op index (ApplyMeasuredCosts);
+  // an entry >= 0 wins over time_us and flops under objective time. Empty or
+  // < 0: not measured.
+  std::vector<double> measured_us;
 };
 
 // "time_us" or "flops": the unit of OpCost under `model`.
@@ -91,6 +98,28 @@ std::vector<double> OpCosts(const Graph& g, const CostModel& model);
 // peak_flops / bandwidth) and it moves bytes. A view-only op counts as
 // memory-bound too: recomputing it is free.
 bool IsMemoryBound(const Graph& g, const Op& op, const DevicePreset& device);
+
+// Measured op times, as `memplan profile --emit-costs` writes them:
+//   {"format": "memplan.costs/1", "unit": "us",
+//    "graph": "...", "backend": "...", "device": "...",   (optional, informative)
+//    "ops": {"OP_ID": TIME_OF_ONE_RUN_US, ...}}
+// Op ids are those of the joint graph ("fc1", "fc1.bw"). Times are finite
+// numbers >= 0. Unknown top-level keys are ignored.
+struct MeasuredCosts {
+  std::string graph, backend, device;
+  std::vector<std::pair<std::string, double>> ops;  // sorted by op id
+};
+
+// Errors: "FILE: POINTER: what was found; expected what".
+bool ParseCostsJson(const std::string& text, const std::string& file, MeasuredCosts* out,
+                    std::string* err);
+bool LoadCostsFile(const std::string& path, MeasuredCosts* out, std::string* err);
+
+// Sets model->measured_us for the ops of g named in `costs` (`file` names
+// it in messages). Ops of `costs` missing from g, and ops of g without a
+// time, are warnings; an error when no op of g has a time.
+bool ApplyMeasuredCosts(const Graph& g, const MeasuredCosts& costs, const std::string& file,
+                        CostModel* model, std::vector<std::string>* warnings, std::string* err);
 
 }  // namespace memplan
 

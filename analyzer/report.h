@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "analyzer/analysis.h"
 
@@ -22,11 +23,30 @@ nlohmann::ordered_json LiveAtPeakJson(const Graph& g, const SimResult& sim, int 
 std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top);
 std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top);
 
+// What `memplan profile` measured, to overlay on the predicted trace.
+// live_during/live_after have one entry per step (as SimResult's). When
+// step_begin_us/step_end_us have one entry per step, the time axis is their
+// wall time; kernels then go on a "gpu" track at their own times.
+struct MeasuredTrace {
+  int64_t start_bytes = 0;
+  std::vector<int64_t> live_during, live_after;
+  std::vector<double> step_begin_us, step_end_us;
+  struct Kernel {
+    std::string name;
+    int step = -1;  // -1: unknown
+    double start_us = 0, dur_us = 0;
+  };
+  std::vector<Kernel> kernels;
+};
+
 // Chrome trace-event JSON: an X event per step on a track per phase
 // (forward / recompute / backward / optimizer / free), a C counter of
 // predicted live bytes, M events naming the tracks. The time axis is the
-// step index (10 us per step), not wall time.
-std::string ChromeTraceJson(const Graph& g, const Program& program, const SimResult& sim);
+// step index (10 us per step), not wall time. With `measured`, the counter
+// has a second series "measured", and the time axis is measured wall time
+// when step times are given.
+std::string ChromeTraceJson(const Graph& g, const Program& program, const SimResult& sim,
+                            const MeasuredTrace* measured = nullptr);
 
 }  // namespace memplan
 

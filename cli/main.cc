@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "analyzer/analysis.h"
 #include "analyzer/cost_model.h"
 #include "analyzer/graph_json.h"
+#include "analyzer/op_table.h"
 #include "analyzer/plan.h"
 #include "analyzer/plan_report.h"
 #include "analyzer/planner.h"
@@ -22,6 +24,8 @@
 #include "analyzer/simulator.h"
 #include "analyzer/units.h"
 #include "analyzer/verify_report.h"
+#include "profiler/profile.h"
+#include "profiler/profile_report.h"
 
 namespace memplan {
 namespace {
@@ -31,6 +35,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitBadInput = 2;
 constexpr int kExitNoPlanFits = 3;
+constexpr int kExitBackendUnavailable = 4;
 
 int Error(const std::string& message) {
   std::fprintf(stderr, "memplan: error: %s\n", message.c_str());
@@ -202,6 +207,7 @@ struct PlanFlags {
   std::string budget, out, json, trace;
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
   std::string granularity = "op";
+  std::string costs;  // memplan.costs/1: measured op times
   int module_depth = 2;
   int sweep = 0;
   int top = 10;
@@ -227,6 +233,16 @@ int RunPlan(const PlanFlags& f) {
   JointGraph jg;
   if (!LoadJointGraph(f.common.graph, load, &jg, &err)) return Error(err);
   PrintWarnings(jg.warnings);
+  if (!f.costs.empty()) {
+    if (options.cost.objective != Objective::kTime)
+      return Error("--costs " + f.costs + ": measured times need --objective time");
+    MeasuredCosts costs;
+    if (!LoadCostsFile(f.costs, &costs, &err)) return Error(err);
+    std::vector<std::string> cost_warnings;
+    if (!ApplyMeasuredCosts(jg.graph, costs, f.costs, &options.cost, &cost_warnings, &err))
+      return Error(err);
+    PrintWarnings(cost_warnings);
+  }
   std::string graph_bytes;
   if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
   PlanResult result;
@@ -249,6 +265,98 @@ int RunPlan(const PlanFlags& f) {
   if (!f.quiet) std::fputs(PlanSummary(jg, options, result, plan, f.top).c_str(), stdout);
   if (!f.quiet && !sweep.empty()) std::fputs(SweepTable(result, options, sweep).c_str(), stdout);
   ExitNow(result.feasible ? kExitOk : kExitNoPlanFits);
+}
+
+struct ProfileFlags {
+  CommonFlags common;
+  std::string plan;
+  std::string accumulation = "inplace", backend = "auto", allocator = "default";
+  std::string json, trace, emit_costs;
+  int repeat = 1;
+  int top = 10;
+  bool no_cupti = false;
+  bool quiet = false;
+};
+
+int RunProfileCommand(const ProfileFlags& f) {
+  GraphLoadOptions options;
+  std::string err;
+  if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
+  AccumulationMode mode;
+  if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
+  ProfileOptions po;
+  if (!ParseBackendChoice(f.backend, &po.backend)) return Error("bad --backend");
+  po.async_allocator = f.allocator == "async";
+  if (po.async_allocator && po.backend == BackendChoice::kCpu)
+    return Error("--allocator async: only the cuda backend has a stream-ordered allocator");
+  po.cupti = !f.no_cupti;
+  po.repeat = f.repeat;
+  JointGraph jg;
+  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  const Graph& g = jg.graph;
+  std::vector<std::string> warnings = jg.warnings;
+  ProfiledProgram profiled;
+  Program program;
+  Plan plan;
+  if (!f.plan.empty()) {
+    if (!LoadPlanFile(f.plan, g, &plan, &err)) return Error(err);
+    std::string graph_bytes;
+    if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
+    if (plan.graph_sha256 != Sha256Hex(graph_bytes))
+      warnings.push_back(fmt::format(
+          "{}: graph_sha256 does not match the bytes of {}: the plan was made for another "
+          "version of the graph",
+          f.plan, f.common.graph));
+    program = plan.program;
+    profiled.plan_file = f.plan;
+  } else {
+    program = BuildBaselineProgram(g, mode);
+  }
+  profiled.accumulation = mode;
+  profiled.program = &program;
+  SimResult sim;
+  SimOptions sim_options;
+  sim_options.collect_live_at_peak = false;
+  if (!Simulate(g, program, sim_options, &sim, &err))
+    return Error(
+        fmt::format("{}: invalid program: {}", f.plan.empty() ? f.common.graph : f.plan, err));
+  profiled.sim = &sim;
+  if (!f.plan.empty() && plan.predicted.peak_bytes != sim.peak_bytes)
+    warnings.push_back(fmt::format("{}: predicted peak_bytes {} but the program peaks at {}",
+                                   f.plan, plan.predicted.peak_bytes, sim.peak_bytes));
+  for (const Op& op : g.ops) po.op_flops.push_back(std::max(0.0, EstimateFlops(g, op)));
+  PrintWarnings(warnings);
+
+  ProfileResult result;
+  ProfileStatus status = RunProfile(g, program, po, &result, &err);
+  if (status == ProfileStatus::kUnavailable) {
+    std::fprintf(stderr, "memplan: error: %s\n", err.c_str());
+    ExitNow(kExitBackendUnavailable);
+  }
+  if (status == ProfileStatus::kRunFailed) {
+    std::fprintf(stderr, "memplan: error: %s: the run failed at %s\n", f.common.graph.c_str(),
+                 err.c_str());
+    ExitNow(kExitCheckFailed);
+  }
+  for (const std::string& n : result.notes) std::fprintf(stderr, "memplan: note: %s\n", n.c_str());
+  if (!f.json.empty() &&
+      !WriteFile(f.json, ProfileReportJson(jg, profiled, result, warnings), &err))
+    return Error(err);
+  if (!f.trace.empty()) {
+    MeasuredTrace measured = ProfileTrace(result);
+    if (!WriteFile(f.trace, ChromeTraceJson(g, program, sim, &measured), &err)) return Error(err);
+  }
+  if (!f.emit_costs.empty() && !WriteFile(f.emit_costs, ProfileCostsJson(g, result), &err))
+    return Error(err);
+  if (!f.quiet) std::fputs(ProfileSummary(jg, profiled, result, f.top).c_str(), stdout);
+  if (result.dropped_records > 0) {
+    std::fprintf(stderr,
+                 "memplan: error: CUPTI dropped %lld activity records: the measured timeline is "
+                 "incomplete\n",
+                 static_cast<long long>(result.dropped_records));
+    ExitNow(kExitCheckFailed);
+  }
+  ExitNow(kExitOk);
 }
 
 int Main(int argc, char** argv) {
@@ -304,8 +412,9 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "inplace", "out_of_place", "deferred"}))
       ->capture_default_str();
   p->add_option("--algorithm", plan.algorithm,
-                "auto (exact on small graphs, else greedy), exact, greedy")
-      ->check(CLI::IsMember({"auto", "exact", "greedy"}))
+                "auto (exact on small graphs, else greedy; both also score the chain DP's "
+                "plan), exact, greedy, chain (DP over the stages between single-tensor cuts)")
+      ->check(CLI::IsMember({"auto", "exact", "greedy", "chain"}))
       ->capture_default_str();
   p->add_option("--granularity", plan.granularity,
                 "op: any tensor may be recomputed; module: only whole modules (scope prefixes), "
@@ -320,6 +429,9 @@ int Main(int argc, char** argv) {
                 "also plan at N budgets from the baseline peak down to the floor and print the "
                 "curve of recompute cost against budget")
       ->check(CLI::Range(2, 1000));
+  p->add_option("--costs", plan.costs,
+                "measured op times (memplan.costs/1, from `memplan profile --emit-costs`): they "
+                "override time_us and the roofline for --objective time");
   p->add_option("--top", plan.top, "how many tensors to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
@@ -353,6 +465,52 @@ int Main(int argc, char** argv) {
       "Example:\n"
       "  memplan verify examples/mlp.graph.json mlp.plan.json --json verify.json");
   v->callback([&] { rc = RunVerify(verify); });
+
+  ProfileFlags profile;
+  CLI::App* pr = app.add_subcommand(
+      "profile", "run the baseline or a plan's program on a device and measure its memory");
+  AddCommon(pr, &profile.common);
+  pr->add_option("--plan", profile.plan, "memplan.plan/1 file made for GRAPH (default: baseline)");
+  pr->add_option("--accumulation", profile.accumulation,
+                 "gradient accumulation of the baseline: inplace, out_of_place, deferred")
+      ->check(CLI::IsMember({"inplace", "out_of_place", "deferred"}))
+      ->capture_default_str();
+  pr->add_option("--backend", profile.backend,
+                 "auto: cuda when built with CUDA and a GPU is present, else cpu (with a note); "
+                 "cuda: exit 4 when unavailable; cpu: host memory through a counting allocator")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  pr->add_option("--allocator", profile.allocator,
+                 "cuda: default (cudaMalloc/cudaFree per buffer) or async "
+                 "(cudaMallocAsync/cudaFreeAsync on one stream)")
+      ->check(CLI::IsMember({"default", "async"}))
+      ->capture_default_str();
+  pr->add_option("--repeat", profile.repeat, "run the program N times (times: median)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  pr->add_flag("--no-cupti", profile.no_cupti,
+               "cuda: no CUPTI activity records (measures CUPTI's overhead; bytes then come from "
+               "the backend's allocation counter)");
+  pr->add_option("--json", profile.json, "write the memplan.report/1 JSON report");
+  pr->add_option("--trace", profile.trace,
+                 "write a Chrome trace: predicted and measured live bytes, ops, GPU kernels");
+  pr->add_option("--emit-costs", profile.emit_costs,
+                 "write measured op times (memplan.costs/1) for `memplan plan --costs`");
+  pr->add_option("--top", profile.top, "how many of the slowest ops to list")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  pr->add_flag("-q,--quiet", profile.quiet, "no summary on stdout");
+  pr->footer(
+      "Exit codes: 0 measured, 1 the run failed on the device (out of memory, CUDA error) or "
+      "CUPTI dropped records, 2 bad usage or input, 4 the backend is unavailable (no GPU, no "
+      "CUPTI, built without CUDA).\n"
+      "Examples:\n"
+      "  memplan profile examples/mlp.graph.json --backend cpu --json profile.json\n"
+      "  memplan plan examples/gpt_tiny.graph.json --budget 110MiB -o gpt.plan.json\n"
+      "  memplan profile examples/gpt_tiny.graph.json --plan gpt.plan.json --backend cuda "
+      "--trace t.json\n"
+      "  memplan profile examples/gpt_tiny.graph.json --repeat 5 --emit-costs costs.json");
+  pr->callback([&] { rc = RunProfileCommand(profile); });
 
   if (argc >= 2 && argv[1][0] != '-') {
     std::string name = argv[1];

@@ -291,9 +291,19 @@ class ReportSchema(unittest.TestCase):
         base = {"format": "memplan.report/1", "memplan_version": "0.1.0"}
         plan = dict(base, command="plan", predicted=GOOD_PLAN["predicted"],
                     budget_bytes=1024, feasible=False, min_feasible_peak_bytes=2048, steps=3)
-        profile = dict(base, command="profile", backend="cpu", device="x86_64",
-                       predicted_peak_bytes=100, measured_peak_bytes=101,
-                       relative_error=0.01, ops=[])
+        profile = dict(base, command="profile", graph=GOOD_ANALYZE["graph"],
+                       program={"source": "baseline", "plan": None, "accumulation": "inplace",
+                                "steps": 3},
+                       backend="cpu", allocator="host", device="cpu", device_name="x86_64",
+                       driver_version=None, cuda_version=None, cupti=False, repeat=1,
+                       predicted_peak_bytes=100, predicted_peak_step=1,
+                       measured_source="allocator", measured_peak_bytes=100,
+                       measured_peak_step=1, allocator_peak_bytes=100, device_peak_bytes=None,
+                       relative_error=0.0, exact=True, first_divergence=None,
+                       dropped_records=0, records=None, run_time_us=1.5, wall_time_us=2.0,
+                       ops=[{"op": "fc", "phase": "forward", "runs": 1, "recompute_runs": 0,
+                             "time_us": 1.5}],
+                       notes=[], warnings=[])
         check = dict(base, command="check", passed=False,
                      failures=[{"condition": "peak_bytes <= budget", "expected": 1, "actual": 2}])
         for doc, drop in ((plan, "min_feasible_peak_bytes"), (profile, "measured_peak_bytes"),
