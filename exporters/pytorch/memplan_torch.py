@@ -775,6 +775,10 @@ def apply_plan(model, plan):
         inner = mod.forward
 
         def fwd(*args, _inner=inner, **kwargs):
+            # Copy list arguments: the recomputation reads them in the backward,
+            # and a caller may have appended to the list since (DenseNet's
+            # blocks pass one growing list of features to every layer).
+            args = tuple(list(a) if isinstance(a, list) else a for a in args)
             return checkpoint(_inner, *args, use_reentrant=False, **kwargs)
         mod.forward = fwd
         mod._memplan_checkpointed = True
