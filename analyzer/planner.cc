@@ -8,6 +8,7 @@
 #include <map>
 
 #include "analyzer/baselines.h"
+#include "analyzer/chain_dp.h"
 
 namespace memplan {
 
@@ -18,6 +19,8 @@ bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out) {
     *out = PlanAlgorithm::kExact;
   else if (name == "greedy")
     *out = PlanAlgorithm::kGreedy;
+  else if (name == "chain")
+    *out = PlanAlgorithm::kChain;
   else
     return false;
   return true;
@@ -41,6 +44,8 @@ const char* PlanAlgorithmName(PlanAlgorithm a) {
       return "exact";
     case PlanAlgorithm::kGreedy:
       return "greedy";
+    case PlanAlgorithm::kChain:
+      return "chain";
   }
   return "?";
 }
@@ -62,6 +67,10 @@ bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
 }
 
 namespace {
+
+// Past this many stages the chain DP takes seconds: auto runs it only on op
+// chains, and then alone.
+constexpr int64_t kChainAloneStages = 20000;
 
 // Lower peak first, then lower cost: what to report when nothing fits.
 bool LowerPeak(const ScoredPlan& a, const ScoredPlan& b) {
@@ -105,9 +114,15 @@ class Search {
     err_ = err;
     for (double c : costs_) result_->step_cost += c;
     PlanAlgorithm algorithm = options_.algorithm;
-    if (algorithm == PlanAlgorithm::kAuto)
+    if (algorithm == PlanAlgorithm::kAuto) {
       algorithm =
           groups_.size() <= kMaxExactCandidates ? PlanAlgorithm::kExact : PlanAlgorithm::kGreedy;
+      // On a long op chain the DP's model is exact and the greedy's rounds
+      // cost seconds each: the DP plans alone.
+      if (algorithm == PlanAlgorithm::kGreedy && options_.granularity == Granularity::kOp &&
+          Stages().num_stages > kChainAloneStages && IsOpChain())
+        algorithm = PlanAlgorithm::kChain;
+    }
     if (algorithm == PlanAlgorithm::kExact && groups_.size() > kMaxExactCandidates) {
       *err = fmt::format(
           "the exact planner takes at most {} candidates; this graph has {} {} (use --algorithm "
@@ -119,8 +134,21 @@ class Search {
     result_->algorithm = algorithm;
     result_->lower_bound_bytes = PeakLowerBound(g_);
     kept_.assign(groups_.size(), true);
-    if (!Greedy()) return false;
-    if (!HandWritten()) return false;
+    if (algorithm == PlanAlgorithm::kChain) {
+      if (options_.granularity != Granularity::kOp) {
+        *err = "the chain planner works at op granularity (use --granularity op)";
+        return false;
+      }
+      ScoredPlan baseline;
+      if (!Score(&baseline, /*detailed=*/false)) return false;
+      result_->baseline_peak_bytes = baseline.sim.peak_bytes;
+      if (!ChainSeed()) return false;
+      if (!HandWritten()) return false;
+    } else {
+      if (!Greedy()) return false;
+      if (!HandWritten()) return false;
+      if (!ChainSeed()) return false;
+    }
     // Below the floor nothing fits: no need to search every set to say so.
     if (algorithm == PlanAlgorithm::kExact && result_->lower_bound_bytes <= budget_ && !Exact())
       return false;
@@ -318,6 +346,48 @@ class Search {
     return true;
   }
 
+  // The chain DP's plan (chain_dp.h), scored like any other set. Op
+  // granularity only. Unbounded (exact on op chains) up to 400 stages; on
+  // longer chains runs and fronts are bounded, and past 20k stages only
+  // --algorithm chain runs it.
+  bool ChainSeed() {
+    if (options_.granularity != Granularity::kOp) return true;
+    ChainDpOptions dp;
+    ChainPlan chain;
+    const int64_t stages = Stages().num_stages;
+    if (stages > kChainAloneStages && result_->algorithm != PlanAlgorithm::kChain)
+      return true;  // seconds; the greedy covers it
+    if (stages > 400) {
+      // Runs of 4 stages, then 16, 64 if nothing fits; fronts of at most
+      // 512 buckets, fewer past 10k stages.
+      dp.max_front = static_cast<int>(std::clamp<int64_t>(5000000 / stages, 64, 512));
+      for (dp.max_run = 4; !chain.found && dp.max_run <= 64; dp.max_run *= 4)
+        if (!PlanChain(g_, budget_, costs_, options_.accumulation, dp, &chain, err_)) return false;
+    } else if (!PlanChain(g_, budget_, costs_, options_.accumulation, dp, &chain, err_)) {
+      return false;
+    }
+    if (!chain.found) return true;
+    std::vector<bool> saved = kept_;
+    for (int t : candidates_) kept_[group_of_[t]] = chain.keep[t];
+    ScoredPlan plan;
+    if (!Score(&plan, /*detailed=*/false)) return false;
+    kept_ = saved;
+    return true;
+  }
+
+  const ChainStages& Stages() {
+    if (!stages_computed_) stages_ = FindChainStages(g_, options_.accumulation);
+    stages_computed_ = true;
+    return stages_;
+  }
+
+  // Every forward op is a stage of its own.
+  bool IsOpChain() {
+    int64_t forward = 0;
+    for (const Op& op : g_.ops) forward += op.phase == Phase::kForward;
+    return Stages().num_stages == forward;
+  }
+
   // Recompute cost with the current decisions, without simulating.
   double Bound() const {
     CheckpointProgram cp = BuildCheckpointProgram(g_, KeepVector(), options_.accumulation);
@@ -370,6 +440,8 @@ class Search {
   std::vector<bool> kept_;  // by group
   ScoredPlan lowest_;
   std::vector<std::string> lowest_modules_;
+  ChainStages stages_;
+  bool stages_computed_ = false;
 };
 
 }  // namespace

@@ -20,6 +20,12 @@
 // expensive drop for two cheap ones, and a recomputation's own transient
 // memory is only seen after the drop.
 //
+// Chain (chain_dp.h): dynamic programming over the stages between
+// single-tensor cuts; optimal on op chains. At op granularity its plan is
+// also scored as a seed by the greedy and exact searches (up to 20k stages),
+// so neither returns a dearer plan that fits. Auto picks it alone on op
+// chains of over 20k stages, where its model is exact and the greedy slow.
+//
 // Exact (up to kMaxExactCandidates candidates). Recipe: branch and bound over
 // keep/drop per candidate, most expensive producer first, keep before drop; a
 // branch is cut when its cost with every undecided candidate kept (a lower
@@ -47,7 +53,7 @@ constexpr size_t kMaxExactCandidates = 22;  // tensors or modules
 // The exact search stops after this many programs (search_complete false).
 constexpr int64_t kMaxExactEvaluations = 200000;
 
-enum class PlanAlgorithm { kAuto, kExact, kGreedy };
+enum class PlanAlgorithm { kAuto, kExact, kGreedy, kChain };
 bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out);
 const char* PlanAlgorithmName(PlanAlgorithm a);
 
@@ -62,7 +68,7 @@ bool ParseGranularity(std::string_view name, Granularity* out);
 struct PlannerOptions {
   CostModel cost;
   AccumulationMode accumulation = AccumulationMode::kInplace;
-  PlanAlgorithm algorithm = PlanAlgorithm::kAuto;  // exact when small enough
+  PlanAlgorithm algorithm = PlanAlgorithm::kAuto;  // exact when small enough, else greedy
   Granularity granularity = Granularity::kOp;
   int module_depth = 2;  // "h.0.attn.c_attn" -> module "h.0"
 };

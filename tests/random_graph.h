@@ -89,6 +89,60 @@ inline std::string RandomForwardGraph(uint32_t seed, int num_ops) {
          "], \"outputs\": [\"loss\"]}";
 }
 
+// A random op chain: each op reads the previous op's output (and maybe a
+// parameter): linear (new size), elementwise, normalization, with sizes and
+// costs that vary, then a mean loss. Activations are [16, size], so they
+// outweigh the weights and recomputation pays. time_us is set per op so recompute costs
+// differ from op to op.
+inline std::string RandomChainGraph(uint32_t seed, int num_ops) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  std::string tensors =
+      "{\"id\": \"x\", \"shape\": [16, 96], \"dtype\": \"float32\", \"kind\": \"input\"}";
+  std::string ops;
+  std::string prev = "x";
+  int size = 96;
+  const int sizes[] = {32, 64, 96, 128, 256};
+  const char* unary[] = {"relu", "tanh", "gelu", "sigmoid", "softmax", "dropout", "layer_norm"};
+  for (int i = 0; i < num_ops; ++i) {
+    std::string out = "t" + std::to_string(i);
+    std::string type;
+    std::vector<std::string> in = {prev};
+    int kind = pick(6);
+    if (kind <= 1) {
+      type = "linear";
+      int next = sizes[pick(5)];
+      std::string p = "w" + std::to_string(i);
+      tensors += ",\n{\"id\": \"" + p + "\", \"shape\": [" + std::to_string(size * next) +
+                 "], \"dtype\": \"float32\", \"kind\": \"parameter\"}";
+      in.push_back(p);
+      size = next;
+    } else if (kind == 2) {
+      type = "mul";
+      std::string p = "p" + std::to_string(i);
+      tensors += ",\n{\"id\": \"" + p + "\", \"shape\": [16, " + std::to_string(size) +
+                 "], \"dtype\": \"float32\", \"kind\": \"parameter\"}";
+      in.push_back(p);
+    } else {
+      type = unary[pick(7)];
+    }
+    tensors += ",\n{\"id\": \"" + out + "\", \"shape\": [16, " + std::to_string(size) +
+               "], \"dtype\": \"float32\"}";
+    if (!ops.empty()) ops += ",\n";
+    ops += "{\"id\": \"op" + std::to_string(i) + "\", \"type\": \"" + type + "\", \"inputs\": [";
+    for (size_t k = 0; k < in.size(); ++k) ops += (k ? ", \"" : "\"") + in[k] + "\"";
+    ops += "], \"outputs\": [\"" + out + "\"], \"time_us\": " + std::to_string(1 + pick(40)) +
+           ", \"scope\": \"b" + std::to_string(i / 3) + "\"}";
+    prev = out;
+  }
+  tensors += ",\n{\"id\": \"loss\", \"shape\": [], \"dtype\": \"float32\"}";
+  ops += ",\n{\"id\": \"loss_fn\", \"type\": \"mean\", \"inputs\": [\"" + prev +
+         "\"], \"outputs\": [\"loss\"]}";
+  return "{\"format\": \"memplan.graph/1\", \"name\": \"chain" + std::to_string(seed) +
+         "\", \"symbols\": {}, \"tensors\": [\n" + tensors + "], \"ops\": [\n" + ops +
+         "], \"outputs\": [\"loss\"]}";
+}
+
 }  // namespace memplan::testing
 
 #endif  // MEMPLAN_TESTS_RANDOM_GRAPH_H_
