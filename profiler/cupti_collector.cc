@@ -33,7 +33,8 @@ StepTag DecodeTag(uint64_t id) {
 
 struct RawMemory {
   uint64_t ts;
-  int64_t delta;
+  int64_t delta;  // +bytes (allocation) or -bytes (release, as the record says)
+  uint64_t address;
   uint32_t correlation;
 };
 struct RawKernel {
@@ -79,9 +80,9 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
         if (m->memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) break;
         int64_t bytes = static_cast<int64_t>(m->bytes);
         if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION)
-          sink.memory.push_back({m->timestamp, bytes, m->correlationId});
+          sink.memory.push_back({m->timestamp, bytes, m->address, m->correlationId});
         else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
-          sink.memory.push_back({m->timestamp, -bytes, m->correlationId});
+          sink.memory.push_back({m->timestamp, -bytes, m->address, m->correlationId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -174,14 +175,27 @@ bool CuptiCollector::Stop(CuptiRecords* out, std::string* err) {
     auto it = sink.external.find(correlation);
     return it == sink.external.end() ? StepTag() : DecodeTag(it->second);
   };
+  // A release frees what was allocated at its address (its own byte count
+  // may be absent).
+  std::stable_sort(sink.memory.begin(), sink.memory.end(),
+                   [](const RawMemory& a, const RawMemory& b) { return a.ts < b.ts; });
+  std::unordered_map<uint64_t, int64_t> allocated;
   for (const RawMemory& m : sink.memory) {
-    out->memory.push_back({m.ts, m.delta, tag(m.correlation)});
+    int64_t delta = m.delta;
+    if (delta > 0) {
+      allocated[m.address] = delta;
+    } else {
+      auto it = allocated.find(m.address);
+      if (it != allocated.end()) {
+        delta = -it->second;
+        allocated.erase(it);
+      }
+    }
+    out->memory.push_back({m.ts, delta, tag(m.correlation)});
     if (out->memory.back().tag.repeat < 0) ++out->untagged_memory;
   }
   for (const RawKernel& k : sink.kernels)
     out->kernels.push_back({k.name, k.start, k.end, tag(k.correlation)});
-  std::stable_sort(out->memory.begin(), out->memory.end(),
-                   [](const MemoryRecord& a, const MemoryRecord& b) { return a.ts_ns < b.ts_ns; });
   std::stable_sort(
       out->kernels.begin(), out->kernels.end(),
       [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });

@@ -1,7 +1,8 @@
 // CUPTI collection for the CUDA backend: the Activity API with MEMORY2
 // (CUpti_ActivityMemory4: every device allocation and release), CONCURRENT_KERNEL,
-// MEMCPY and MEMSET, plus EXTERNAL_CORRELATION to tag each record with the
-// step that caused it (BeginStep/EndStep push and pop the id). Buffers are
+// MEMCPY and MEMSET, plus RUNTIME and EXTERNAL_CORRELATION to tag each record
+// with the step that caused it (BeginStep/EndStep push and pop the id). A
+// release record frees what was allocated at its address. Buffers are
 // 8-byte aligned, 8 MiB each; Stop synchronizes the device, then flushes.
 // Dropped records are counted, never hidden.
 //

@@ -6,6 +6,7 @@
 //    still alive (a recomputed multi-output op whose other output was kept)
 //    gets a fresh copy that lives while the op runs and is freed at its end;
 //    the workspace is freed at the end too; view outputs alias their base;
+//  - an op that writes nothing (only view outputs) launches no work;
 //  - a free step releases names; a buffer is freed when its last live name
 //    (the base or a view of it) is released;
 //  - at the end everything still allocated is freed (not part of the
