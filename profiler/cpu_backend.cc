@@ -1,6 +1,7 @@
 #include "profiler/cpu_backend.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -72,6 +73,11 @@ bool CpuBackend::RunOp(const OpLaunch& launch, std::string* err) {
 double CpuBackend::NowUs() {
   using namespace std::chrono;
   return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t PhysicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
 std::string CpuDeviceName() {

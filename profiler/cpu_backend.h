@@ -17,7 +17,7 @@ struct CpuBackendOptions {
   // counting is the same, tests run faster).
   bool touch = true;
   // Refuse an allocation that would take live bytes above this (0: no cap),
-  // as a device of that size would.
+  // as a device of that size would. RunProfile caps at 90% of physical memory.
   int64_t capacity_bytes = 0;
 };
 
@@ -47,6 +47,9 @@ class CpuBackend : public Backend {
   uint64_t checksum_ = 0;
   int64_t outstanding_ = 0;
 };
+
+// Physical memory of this machine in bytes, or 0 when unknown.
+int64_t PhysicalMemoryBytes();
 
 // The model name from /proc/cpuinfo, or "unknown CPU".
 std::string CpuDeviceName();

@@ -32,7 +32,7 @@ class Execution {
     r_->t0_us = t0_;
 
     Begin(-1);
-    if (!Resident(&e)) return Fail("resident tensors", e, err);
+    if (!Resident(&e)) return Fail("the resident tensors", e, err);
     End(-1);
     r_->start_bytes = counter.live();
     r_->peak_bytes = r_->start_bytes;

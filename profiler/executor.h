@@ -56,7 +56,7 @@ struct ExecResult {
 };
 
 // Runs `program` over `g` on `backend`. On failure *err starts with the step
-// ("step 12 (run \"fc1\"): ...", "resident tensors: ..." or "teardown: ...").
+// ("step 12 (run \"fc1\"): ...", "the resident tensors: ..." or "teardown: ...").
 bool Execute(const Graph& g, const Program& program, Backend* backend, const ExecOptions& options,
              ExecResult* result, std::string* err);
 

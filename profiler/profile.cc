@@ -103,7 +103,11 @@ ProfileStatus Repeat(const Graph& g, const Program& program, const ProfileOption
 
 ProfileStatus RunCpu(const Graph& g, const Program& program, const ProfileOptions& options,
                      ProfileResult* r, std::string* err) {
-  CpuBackend backend(options.cpu);
+  // Without a cap, refuse to go past 90% of physical memory: a clean "out of
+  // memory at step N" rather than the kernel's OOM killer.
+  CpuBackendOptions cpu = options.cpu;
+  if (cpu.capacity_bytes == 0) cpu.capacity_bytes = PhysicalMemoryBytes() / 10 * 9;
+  CpuBackend backend(cpu);
   r->backend = "cpu";
   r->allocator = "host";
   r->device = "cpu";

@@ -220,6 +220,14 @@ def backends(r, cuda_built):
                 and "memplan: note: " in err, (rep["notes"], err))
     rc, out, err = r.run("profile", graph, "--backend", "cpu", "--allocator", "async")
     r.check("--allocator async on cpu: exit 2", rc == 2 and "cuda" in err, describe(rc, out, err))
+    # 2 TB of input and far more of activations: no machine has that; a clean
+    # failure (exit 1) saying where, never the OOM killer.
+    rc, out, err = r.run("profile", os.path.join("examples", "gpt_tiny.graph.json"), "--set",
+                         "batch=1000000000", "--backend", "cpu", "-q")
+    r.check("out of memory on the cpu backend: exit 1 saying where",
+            rc == 1 and "memplan: error: examples/gpt_tiny.graph.json: the run failed at the "
+            "resident tensors: out of memory: 2048000000000 bytes requested" in err,
+            describe(rc, out, err))
     rc, out, err = r.run("profile", graph, "--backend", "tpu")
     r.check("--backend tpu: exit 2", rc == 2, describe(rc, out, err))
     rc, out, err = r.run("profile", graph, "--repeat", "0")
