@@ -149,9 +149,18 @@ class Search {
       if (!HandWritten()) return false;
       if (!ChainSeed()) return false;
     }
-    // Below the floor nothing fits: no need to search every set to say so.
-    if (algorithm == PlanAlgorithm::kExact && result_->lower_bound_bytes <= budget_ && !Exact())
-      return false;
+    // Below the floor nothing fits: no need to search for a cheap set. The
+    // least peak is still reported exactly when the sets are few enough to
+    // score them all; otherwise it is the least the other searches met.
+    if (algorithm == PlanAlgorithm::kExact) {
+      if (result_->lower_bound_bytes <= budget_) {
+        if (!Exact()) return false;
+      } else if (groups_.size() <= kMaxLeastPeakCandidates) {
+        if (!LeastPeak()) return false;
+      } else {
+        result_->search_complete = false;
+      }
+    }
     result_->min_feasible_peak_bytes = lowest_.sim.peak_bytes;
     if (!result_->feasible) {
       result_->best = lowest_;
@@ -287,20 +296,50 @@ class Search {
     std::stable_sort(dropped.begin(), dropped.end(),
                      [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
     const size_t work_bound = std::max<size_t>(20, 20000000 / std::max<size_t>(1, g_.ops.size()));
-    const size_t attempts = std::min({dropped.size(), size_t{400}, work_bound});
-    for (size_t i = 0; i < attempts; ++i) {
-      int grp = dropped[i];
-      if (kept_[grp]) continue;  // pinned since
-      // Kept, it would most likely be alive at the peak: skip it when its
-      // bytes exceed the headroom (a filter, not a proof; saves a replay).
-      if (GroupBytes(grp) > budget_ - current.sim.peak_bytes) continue;
-      kept_[grp] = true;
+    const size_t max_trials = std::min(size_t{400}, work_bound);
+    // Kept, a group would most likely be alive at the peak: skip it when its
+    // bytes exceed the headroom (a filter, not a proof; saves a replay).
+    auto eligible = [&](int grp) {
+      return !kept_[grp] && GroupBytes(grp) <= budget_ - current.sim.peak_bytes;
+    };
+    if (batch_divisor == 0) {  // one at a time
+      for (size_t i = 0; i < std::min(dropped.size(), max_trials); ++i) {
+        int grp = dropped[i];
+        if (!eligible(grp)) continue;
+        kept_[grp] = true;
+        ScoredPlan trial;
+        if (!Score(&trial, /*detailed=*/false)) return false;
+        if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current.recompute_cost)
+          current = std::move(trial);  // live_at_peak is not needed from here on
+        else
+          kept_[grp] = false;
+      }
+      return true;
+    }
+    // Large graphs: the 2% drop rounds overshoot and most groups fit back,
+    // so try them in batches that double while they fit and halve when
+    // they do not (a batch of one that does not fit is passed over).
+    size_t next = 0, batch = 1;
+    for (size_t trials = 0; trials < max_trials && next < dropped.size(); ++trials) {
+      std::vector<int> taken;
+      size_t end = next;
+      for (; end < dropped.size() && taken.size() < batch; ++end)
+        if (eligible(dropped[end])) taken.push_back(dropped[end]);
+      if (taken.empty()) break;
+      for (int grp : taken) kept_[grp] = true;
       ScoredPlan trial;
       if (!Score(&trial, /*detailed=*/false)) return false;
-      if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current.recompute_cost)
-        current = std::move(trial);  // live_at_peak is not needed from here on
+      if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current.recompute_cost) {
+        current = std::move(trial);
+        next = end;
+        batch *= 2;
+        continue;
+      }
+      for (int grp : taken) kept_[grp] = false;
+      if (taken.size() == 1)
+        next = end;
       else
-        kept_[grp] = false;
+        batch = taken.size() / 2;
     }
     return true;
   }
@@ -348,15 +387,18 @@ class Search {
 
   // The chain DP's plan (chain_dp.h), scored like any other set. Op
   // granularity only. Unbounded (exact on op chains) up to 400 stages; on
-  // longer chains runs and fronts are bounded, and past 20k stages only
-  // --algorithm chain runs it.
+  // longer chains runs and fronts are bounded.
   bool ChainSeed() {
     if (options_.granularity != Granularity::kOp) return true;
     ChainDpOptions dp;
     ChainPlan chain;
     const int64_t stages = Stages().num_stages;
-    if (stages > kChainAloneStages && result_->algorithm != PlanAlgorithm::kChain)
-      return true;  // seconds; the greedy covers it
+    // Past 400 stages the bounded DP takes a second or more; unless asked
+    // for, it runs only on op chains (elsewhere it drops whole multi-op
+    // stages, which the greedy beats) and only up to kChainAloneStages.
+    if (stages > 400 && result_->algorithm != PlanAlgorithm::kChain &&
+        (stages > kChainAloneStages || !IsOpChain()))
+      return true;
     if (stages > 400) {
       // Runs of 4 stages, then 16, 64 if nothing fits; fronts of at most
       // 512 buckets, fewer past 10k stages.
@@ -403,6 +445,17 @@ class Search {
                      [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
     std::fill(kept_.begin(), kept_.end(), true);  // undecided ones count as kept
     return Branch(0);
+  }
+
+  // Scores every set (2^groups programs): the least peak, exactly.
+  bool LeastPeak() {
+    const uint32_t n = static_cast<uint32_t>(groups_.size());
+    for (uint32_t mask = 0; mask < (1u << n); ++mask) {
+      for (uint32_t i = 0; i < n; ++i) kept_[i] = (mask >> i) & 1;
+      ScoredPlan plan;
+      if (!Score(&plan, /*detailed=*/false)) return false;
+    }
+    return true;
   }
 
   bool Branch(size_t i) {

@@ -14,7 +14,8 @@
 // forward, splitting the recomputed stretch (as sqrt(n) checkpointing does);
 // then try
 // to keep again, most expensive first, each dropped tensor whose return keeps
-// the peak within the budget. Stops when the peak fits, or when nothing
+// the peak within the budget (on large graphs in batches that double while
+// they fit and halve when they do not). Stops when the peak fits, or when nothing
 // alive at the peak can be dropped or kept (infeasible: the lowest peak met
 // is reported). O(rounds x (ops + tensors)). Not optimal: it never trades one
 // expensive drop for two cheap ones, and a recomputation's own transient
@@ -22,9 +23,10 @@
 //
 // Chain (chain_dp.h): dynamic programming over the stages between
 // single-tensor cuts; optimal on op chains. At op granularity its plan is
-// also scored as a seed by the greedy and exact searches (up to 20k stages),
-// so neither returns a dearer plan that fits. Auto picks it alone on op
-// chains of over 20k stages, where its model is exact and the greedy slow.
+// also scored as a seed by the greedy and exact searches (graphs of up to 400
+// stages, and op chains of up to 20k), so neither returns a dearer plan that
+// fits. Auto picks it alone on op chains of over 20k stages, where its model
+// is exact and the greedy slow.
 //
 // Exact (up to kMaxExactCandidates candidates). Recipe: branch and bound over
 // keep/drop per candidate, most expensive producer first, keep before drop; a
@@ -32,8 +34,11 @@
 // bound: keeping more never recomputes more) reaches the best plan found, the
 // greedy plan being the first. Exponential in the candidates in the worst
 // case; optimal over checkpoint sets unless it stops at kMaxExactEvaluations
-// programs (then the best found is returned, search_complete false). Skipped
-// when the budget is below the floor (PeakLowerBound): nothing can fit.
+// programs (then the best found is returned, search_complete false). Below
+// the floor (PeakLowerBound) nothing can fit: with at most
+// kMaxLeastPeakCandidates candidates every set is scored so the least peak
+// reported is exact; with more, it is the least the greedy, hand-written and
+// chain sets reach (search_complete false).
 #ifndef MEMPLAN_ANALYZER_PLANNER_H_
 #define MEMPLAN_ANALYZER_PLANNER_H_
 
@@ -52,6 +57,8 @@ namespace memplan {
 constexpr size_t kMaxExactCandidates = 22;  // tensors or modules
 // The exact search stops after this many programs (search_complete false).
 constexpr int64_t kMaxExactEvaluations = 200000;
+// Below the floor, the exact planner scores all 2^n sets up to this many.
+constexpr size_t kMaxLeastPeakCandidates = 14;
 
 enum class PlanAlgorithm { kAuto, kExact, kGreedy, kChain };
 bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out);
@@ -94,7 +101,9 @@ struct PlanResult {
   double step_cost = 0;                 // cost of one training step, no recompute
   int64_t evaluations = 0;              // programs simulated
   std::vector<std::string> modules;     // module granularity: the modules to wrap
-  bool search_complete = true;          // false: the exact search hit kMaxExactEvaluations
+  // false: the exact search hit kMaxExactEvaluations, or the least peak of an
+  // infeasible budget is not proven (see Exact above).
+  bool search_complete = true;
 };
 
 // Scores one checkpoint set. False only if the program is invalid (a bug).

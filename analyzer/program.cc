@@ -1,6 +1,7 @@
 #include "analyzer/program.h"
 
 #include <algorithm>
+#include <array>
 
 namespace memplan {
 
@@ -101,9 +102,14 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   auto use = [&](int t, int step) {
     if (current[t] >= 0) instances[current[t]].last = std::max(instances[current[t]].last, step);
   };
+  // Reruns that remake a kept tensor: (step, tensor, the kept instance).
+  std::vector<std::array<int, 3>> remade;
   auto produce = [&](int step, const Op& op) {
     for (int t : op.outputs) {
-      if (current[t] < 0 || !continues(t)) start(t, step);
+      if (current[t] < 0 || !continues(t))
+        start(t, step);
+      else
+        remade.push_back({step, t, current[t]});
       int base = g.tensors[t].alias_of;  // a view is made from its base
       if (base >= 0) use(base, step);
     }
@@ -158,6 +164,10 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   for (const Instance& inst : instances)
     if (!kept[inst.tensor] && !inst.consumed && inst.last >= 0)
       frees[inst.last].push_back(inst.tensor);
+  // A kept copy last used before the rerun is freed by then: the rerun
+  // allocates a copy nothing reads, freed right after it.
+  for (const auto& [step, t, inst] : remade)
+    if (!kept[t] && instances[inst].last < step) frees[step].push_back(t);
   Program program;
   program.steps.reserve(2 * steps);
   for (int p = 0; p < steps; ++p) {

@@ -49,7 +49,8 @@ std::vector<int> ScheduleOrder(const Graph& g, AccumulationMode mode);
 // recomputation) and frees each tensor instance right after its last use.
 // Each production starts a new instance of its outputs, except that a rerun
 // leaves a tensor that is kept to the end or in `keep` as it is (the rerun's
-// copy is discarded). In-place takeovers follow the rule above.
+// copy is discarded; if the kept copy was freed before, the rerun's copy is
+// freed right after it). In-place takeovers follow the rule above.
 // O(runs x arity + tensors).
 Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
                      const std::vector<bool>* keep);

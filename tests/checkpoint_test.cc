@@ -93,6 +93,39 @@ TEST_CASE("checkpoint: hand-computed recomputation on a chain") {
   CHECK(MustSimulate(g, none.program).recompute_runs == 4);
 }
 
+// A kept tensor whose producer reruns (for its other outputs) after the kept
+// copy was freed: the rerun allocates it again, and the program must free
+// that copy at once (it used to stay alive to the end).
+TEST_CASE("checkpoint: a rerun remaking a kept tensor already freed frees the new copy") {
+  Graph g = MustLower(R"({"format": "memplan.graph/1", "tensors": [
+      {"id": "x", "shape": [256], "dtype": "float32", "kind": "input"},
+      {"id": "w", "shape": [256], "dtype": "float32", "kind": "parameter"},
+      {"id": "a", "shape": [256], "dtype": "float32"},
+      {"id": "y", "shape": [256], "dtype": "float32"},
+      {"id": "z", "shape": [256], "dtype": "float32"},
+      {"id": "loss", "shape": [], "dtype": "float32"}],
+    "ops": [
+      {"id": "fa", "type": "mul", "inputs": ["x", "w"], "outputs": ["a"]},
+      {"id": "ln", "type": "layer_norm", "inputs": ["a"], "outputs": ["y"]},
+      {"id": "ft", "type": "tanh", "inputs": ["y"], "outputs": ["z"]},
+      {"id": "l", "type": "mean", "inputs": ["z"], "outputs": ["loss"]}],
+    "outputs": ["loss"]})");
+  // y's last use is tanh in the forward (tanh saves its output). Keep y and
+  // z; ln's backward needs a and ln's statistics: ln reruns and remakes y.
+  CheckpointProgram cp = BuildCheckpointProgram(g, Keep(g, {"y", "z"}), AccumulationMode::kInplace);
+  CHECK(OpNames(g, cp.recomputed_ops) == Strings{"fa", "ln"});
+  SimResult r = MustSimulate(g, cp.program);
+  SimResult baseline = testing::Baseline(g, AccumulationMode::kInplace);
+  CHECK(r.end_bytes == baseline.end_bytes);
+  const int y = g.FindTensor("y");
+  size_t rerun = 0;
+  for (size_t i = 0; i < cp.program.steps.size(); ++i)
+    if (r.recompute[i] && g.ops[cp.program.steps[i].op].id == "ln") rerun = i;
+  REQUIRE(rerun + 1 < cp.program.steps.size());
+  const std::vector<int>& freed = cp.program.steps[rerun + 1].free;
+  CHECK(std::find(freed.begin(), freed.end(), y) != freed.end());
+}
+
 TEST_CASE("checkpoint: every checkpoint set gives a valid program on random graphs") {
   std::mt19937 rng(7);
   int programs = 0;
