@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
+#include "analyzer/check.h"
 #include "analyzer/cost_model.h"
 #include "analyzer/graph_json.h"
 #include "analyzer/op_table.h"
@@ -359,6 +360,74 @@ int RunProfileCommand(const ProfileFlags& f) {
   ExitNow(kExitOk);
 }
 
+struct CheckFlags {
+  CommonFlags common;
+  std::string budget, plan, baseline, tolerance, json;
+  std::string accumulation = "inplace", format = "text";
+  bool quiet = false;
+};
+
+int RunCheck(const CheckFlags& f) {
+  GraphLoadOptions options;
+  std::string err;
+  if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
+  CheckInput in;
+  in.graph_file = f.common.graph;
+  in.plan_file = f.plan;
+  in.accumulation = f.accumulation;
+  if (!ParseSize(f.budget, &in.budget_bytes, &err)) return Error("--budget: " + err);
+  CheckFormat format;
+  if (!ParseCheckFormat(f.format, &format)) return Error("bad --format");
+  AccumulationMode mode;
+  if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
+  if (!f.tolerance.empty() && f.baseline.empty())
+    return Error("--tolerance " + f.tolerance + ": needs --baseline REPORT.json");
+  in.has_baseline = !f.baseline.empty();
+  if (!ParseTolerance(f.tolerance.empty() ? "0" : f.tolerance, &in.tolerance, &err))
+    return Error("--tolerance: " + err);
+  if (in.has_baseline && !LoadBaselineReport(f.baseline, &in.baseline, &err)) return Error(err);
+  JointGraph jg;
+  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  const Graph& g = jg.graph;
+  std::vector<std::string> warnings = jg.warnings;
+  if (in.has_baseline && !in.baseline.graph.empty() && in.baseline.graph != g.name)
+    warnings.push_back(fmt::format("{}: the baseline report is of graph \"{}\", not \"{}\"",
+                                   f.baseline, in.baseline.graph, g.name));
+  Program program;
+  if (!f.plan.empty()) {
+    Plan plan;
+    if (!LoadPlanFile(f.plan, g, &plan, &err)) return Error(err);
+    std::string graph_bytes;
+    if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
+    if (plan.graph_sha256 != Sha256Hex(graph_bytes))
+      warnings.push_back(fmt::format(
+          "{}: graph_sha256 does not match the bytes of {}: the plan was made for another "
+          "version of the graph",
+          f.plan, f.common.graph));
+    program = std::move(plan.program);
+  } else {
+    program = BuildBaselineProgram(g, mode);
+  }
+  SimResult sim;
+  SimOptions sim_options;
+  sim_options.collect_live_at_peak = false;
+  std::string sim_err;
+  in.plan_valid = Simulate(g, program, sim_options, &sim, &sim_err);
+  if (!in.plan_valid && f.plan.empty())
+    return Error(f.common.graph + ": baseline program is invalid: " + sim_err);
+  in.plan_error = sim_err;
+  in.peak_bytes = sim.peak_bytes;
+  in.peak_step = sim.peak_step;
+  if (sim.peak_step >= 0 && program.steps[sim.peak_step].IsRun())
+    in.peak_op = g.ops[program.steps[sim.peak_step].op].id;
+  PrintWarnings(warnings);
+  CheckResult result = EvaluateCheck(in);
+  if (!f.json.empty() && !WriteFile(f.json, CheckReportJson(jg, in, result, warnings), &err))
+    return Error(err);
+  if (!f.quiet) std::fputs(CheckOutput(in, result, format).c_str(), stdout);
+  ExitNow(result.passed ? kExitOk : kExitCheckFailed);
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"memplan: predict, plan and prove the memory of backward passes"};
   app.set_version_flag("--version", std::string("memplan ") + MemplanVersion());
@@ -511,6 +580,41 @@ int Main(int argc, char** argv) {
       "--trace t.json\n"
       "  memplan profile examples/gpt_tiny.graph.json --repeat 5 --emit-costs costs.json");
   pr->callback([&] { rc = RunProfileCommand(profile); });
+
+  CheckFlags check;
+  CLI::App* ck = app.add_subcommand(
+      "check", "CI gate: fail when the predicted peak is over budget or has regressed");
+  AddCommon(ck, &check.common);
+  ck->add_option("--budget", check.budget, "memory budget, e.g. 24GiB, 1.5GB, 4096")->required();
+  ck->add_option("--plan", check.plan,
+                 "check this memplan.plan/1 (replayed by the simulator) instead of the baseline");
+  ck->add_option("--accumulation", check.accumulation,
+                 "gradient accumulation of the baseline program: inplace, out_of_place, deferred")
+      ->check(CLI::IsMember({"inplace", "out_of_place", "deferred"}))
+      ->capture_default_str();
+  ck->add_option("--baseline", check.baseline,
+                 "an earlier memplan.report/1 (analyze, check, plan, verify, profile): fail when "
+                 "the peak grew past its peak by more than --tolerance");
+  ck->add_option("--tolerance", check.tolerance,
+                 "allowed growth over the baseline, 2% or 0.02 (default 0); the limit "
+                 "baseline + floor(baseline x tolerance) itself passes");
+  ck->add_option("--json", check.json, "write the memplan.report/1 JSON report");
+  ck->add_option("--format", check.format,
+                 "stdout: text, github (workflow annotations), markdown (for a pull-request "
+                 "comment or $GITHUB_STEP_SUMMARY)")
+      ->check(CLI::IsMember({"text", "github", "markdown"}))
+      ->capture_default_str();
+  ck->add_flag("-q,--quiet", check.quiet, "nothing on stdout");
+  ck->footer(
+      "Exit codes: 0 every condition holds, 1 a condition failed (over budget, regression, "
+      "invalid plan), 2 bad usage or input.\n"
+      "Examples:\n"
+      "  memplan check examples/gpt_tiny.graph.json --budget 160MiB\n"
+      "  memplan check examples/gpt_tiny.graph.json --budget 160MiB --baseline base.json "
+      "--tolerance 2% --format github\n"
+      "  memplan check examples/gpt_tiny.graph.json --budget 110MiB --plan gpt.plan.json "
+      "--format markdown >> $GITHUB_STEP_SUMMARY");
+  ck->callback([&] { rc = RunCheck(check); });
 
   if (argc >= 2 && argv[1][0] != '-') {
     std::string name = argv[1];

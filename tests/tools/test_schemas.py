@@ -47,6 +47,19 @@ MINI_GRAPH = {
     "outputs": ["y"],
 }
 
+BUDGET_FAILURE = {"name": "budget", "condition": "peak_bytes <= budget_bytes",
+                  "expected": 100, "actual": 101, "message": "over"}
+GOOD_CHECK = {
+    "format": "memplan.report/1", "command": "check", "memplan_version": "0.1.0",
+    "graph": {"name": "g", "file": "g.json", "style": "forward", "ops": 1, "tensors": 3,
+              "joint_ops": 2, "joint_tensors": 5},
+    "symbols": {"batch": 2},
+    "program": {"source": "baseline", "plan": None, "accumulation": "inplace"},
+    "optimizer": "none", "passed": False, "failures": [BUDGET_FAILURE],
+    "conditions": [dict(BUDGET_FAILURE, passed=False)], "budget_bytes": 100,
+    "peak_bytes": 101, "peak_step": 3, "peak_op": "fc.bw", "baseline": None, "warnings": [],
+}
+
 GOOD_PLAN = {
     "format": "memplan.plan/1", "graph": "mini", "graph_sha256": "0" * 64,
     "budget_bytes": 4294967296, "feasible": True,
@@ -262,12 +275,34 @@ class ReportSchema(unittest.TestCase):
                 self.assertFalse(self.valid(r))
 
     def test_common_fields(self):
-        base = {"format": "memplan.report/1", "command": "check", "memplan_version": "0.1.0",
-                "passed": True, "failures": []}
-        self.assertTrue(self.valid(dict(base, anything="goes")))
+        base = dict(GOOD_CHECK)
+        self.assertTrue(self.valid(base))
+        self.assertFalse(self.valid(dict(base, anything="goes")))  # check is closed
         self.assertFalse(self.valid(dict(base, command="explode")))
         self.assertFalse(self.valid(dict(base, format="memplan.report/2")))
         self.assertFalse(self.valid({"format": "memplan.report/1", "command": "verify"}))
+
+    def test_check(self):
+        self.assertTrue(self.valid(GOOD_CHECK))
+        passed = dict(GOOD_CHECK, passed=True, failures=[],
+                      conditions=[dict(BUDGET_FAILURE, passed=True, actual=99)],
+                      baseline={"file": "b.json", "command": "plan",
+                                "pointer": "/predicted/peak_bytes", "peak_bytes": 98,
+                                "tolerance": "2%", "tolerance_fraction": 0.02,
+                                "limit_bytes": 99})
+        self.assertTrue(self.valid(passed))
+        invalid_plan = dict(GOOD_CHECK, peak_bytes=None, peak_step=None, peak_op=None,
+                            failures=[{"name": "plan", "condition": "replays",
+                                       "expected": "valid", "actual": "step 1: x is not alive",
+                                       "message": "m"}])
+        self.assertTrue(self.valid(invalid_plan))
+        for doc in (dict(GOOD_CHECK, passed=True),      # passed with a failure
+                    dict(GOOD_CHECK, failures=[]),      # failed without one
+                    dict(GOOD_CHECK, failures=[dict(BUDGET_FAILURE, expected=1.5)]),
+                    dict(GOOD_CHECK, failures=[dict(BUDGET_FAILURE, name="vibes")]),
+                    dict(GOOD_CHECK, baseline={"file": "b.json"}),
+                    dict(GOOD_CHECK, conditions=[])):
+            self.assertFalse(self.valid(doc))
 
     def test_verify(self):
         good = {"format": "memplan.report/1", "command": "verify", "memplan_version": "0.1.0",
@@ -304,8 +339,7 @@ class ReportSchema(unittest.TestCase):
                        ops=[{"op": "fc", "phase": "forward", "runs": 1, "recompute_runs": 0,
                              "time_us": 1.5}],
                        notes=[], warnings=[])
-        check = dict(base, command="check", passed=False,
-                     failures=[{"condition": "peak_bytes <= budget", "expected": 1, "actual": 2}])
+        check = dict(GOOD_CHECK)
         for doc, drop in ((plan, "min_feasible_peak_bytes"), (profile, "measured_peak_bytes"),
                           (check, "passed")):
             with self.subTest(command=doc["command"]):
