@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Runner, describe, load, read_bytes  # noqa: E402
+from harness import ROOT, Runner, describe, load, read_bytes  # noqa: E402
 
 GRAPH = "examples/gpt_tiny.graph.json"
 SCHEMA = "schemas/report.schema.json"
@@ -176,7 +176,7 @@ def main():
             bad("baseline " + name, f + ": " + needle, "--budget", "1GiB", "--baseline", f)
 
         # The sample workflow's command passes against the committed baseline.
-        with open(os.path.join("examples", "ci", "memory-check.yml"), encoding="utf-8") as f:
+        with open(os.path.join(ROOT, "examples", "ci", "memory-check.yml"), encoding="utf-8") as f:
             yml = f.read()
         step = yml.split("name: Check the predicted peak")[1].split("run: >")[1].split("- ")[0]
         argv = " ".join(step.split()).split()
