@@ -439,6 +439,12 @@ class Search {
   }
 
   bool Exact() {
+    // At most kMaxExactEvaluations programs, and about kMaxExactOpReplays
+    // op runs replayed in all.
+    exact_evaluation_limit_ = std::min<int64_t>(
+        kMaxExactEvaluations,
+        result_->evaluations +
+            kMaxExactOpReplays / std::max<int64_t>(1, static_cast<int64_t>(g_.ops.size())));
     order_.resize(groups_.size());
     for (size_t i = 0; i < groups_.size(); ++i) order_[i] = static_cast<int>(i);
     std::stable_sort(order_.begin(), order_.end(),
@@ -459,7 +465,7 @@ class Search {
   }
 
   bool Branch(size_t i) {
-    if (result_->evaluations >= kMaxExactEvaluations) {
+    if (result_->evaluations >= exact_evaluation_limit_) {
       result_->search_complete = false;
       return true;
     }
@@ -495,6 +501,7 @@ class Search {
   std::vector<std::string> lowest_modules_;
   ChainStages stages_;
   bool stages_computed_ = false;
+  int64_t exact_evaluation_limit_ = kMaxExactEvaluations;
 };
 
 }  // namespace

@@ -34,7 +34,8 @@
 // bound: keeping more never recomputes more) reaches the best plan found, the
 // greedy plan being the first. Exponential in the candidates in the worst
 // case; optimal over checkpoint sets unless it stops at kMaxExactEvaluations
-// programs (then the best found is returned, search_complete false). Below
+// programs or kMaxExactOpReplays op runs (then the best found is returned,
+// search_complete false). Below
 // the floor (PeakLowerBound) nothing can fit: with at most
 // kMaxLeastPeakCandidates candidates every set is scored so the least peak
 // reported is exact; with more, it is the least the greedy, hand-written and
@@ -55,8 +56,10 @@
 namespace memplan {
 
 constexpr size_t kMaxExactCandidates = 22;  // tensors or modules
-// The exact search stops after this many programs (search_complete false).
+// The exact search stops after this many programs, or after replaying about
+// this many op runs in all (search_complete false): at most ~10 s.
 constexpr int64_t kMaxExactEvaluations = 200000;
+constexpr int64_t kMaxExactOpReplays = 10000000;
 // Below the floor, the exact planner scores all 2^n sets up to this many.
 constexpr size_t kMaxLeastPeakCandidates = 14;
 
@@ -101,7 +104,7 @@ struct PlanResult {
   double step_cost = 0;                 // cost of one training step, no recompute
   int64_t evaluations = 0;              // programs simulated
   std::vector<std::string> modules;     // module granularity: the modules to wrap
-  // false: the exact search hit kMaxExactEvaluations, or the least peak of an
+  // false: the exact search hit its limits, or the least peak of an
   // infeasible budget is not proven (see Exact above).
   bool search_complete = true;
 };
