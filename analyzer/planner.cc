@@ -71,6 +71,9 @@ namespace {
 // Past this many stages the chain DP takes seconds: auto runs it only on op
 // chains, and then alone.
 constexpr int64_t kChainAloneStages = 20000;
+// Up to this many stages the chain DP runs unbounded (exact on op chains):
+// its fronts can hold every sum of stage bytes, so this stays small.
+constexpr int64_t kChainExactStages = 64;
 
 // Lower peak first, then lower cost: what to report when nothing fits.
 bool LowerPeak(const ScoredPlan& a, const ScoredPlan& b) {
@@ -386,8 +389,8 @@ class Search {
   }
 
   // The chain DP's plan (chain_dp.h), scored like any other set. Op
-  // granularity only. Unbounded (exact on op chains) up to 400 stages; on
-  // longer chains runs and fronts are bounded.
+  // granularity only. Unbounded (exact on op chains) up to kChainExactStages
+  // stages; on longer chains runs and fronts are bounded.
   bool ChainSeed() {
     if (options_.granularity != Granularity::kOp) return true;
     ChainDpOptions dp;
@@ -399,7 +402,7 @@ class Search {
     if (stages > 400 && result_->algorithm != PlanAlgorithm::kChain &&
         (stages > kChainAloneStages || !IsOpChain()))
       return true;
-    if (stages > 400) {
+    if (stages > kChainExactStages) {
       // Runs of 4 stages, then 16, 64 if nothing fits; fronts of at most
       // 512 buckets, fewer past 10k stages.
       dp.max_front = static_cast<int>(std::clamp<int64_t>(5000000 / stages, 64, 512));
