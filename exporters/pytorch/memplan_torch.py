@@ -516,6 +516,7 @@ def convert(graphs, primals, name, style="joint"):
 
     op_ids = set()
     grad_flow = set()  # backward values derived from the tangent
+    overwritten = {}   # tensor id an eager in-place op overwrote -> index of that op
     stats = {"views_by_schema": 0, "views_by_storage": 0, "schema_alias_copied": 0,
              "eager_inplace": 0, "inplace_ops": {}, "workspace_ops": 0}
 
@@ -568,6 +569,7 @@ def convert(graphs, primals, name, style="joint"):
                     stats["schema_alias_copied"] += 1
                 elif inplace_of is not None and fx_out not in renames:
                     base = inplace_of
+                    overwritten[inplace_of] = len(ops)  # this op, appended below
                     stats["eager_inplace"] += 1
                     k = node.meta[INPLACE_KEY]
                     stats["inplace_ops"][k] = stats["inplace_ops"].get(k, 0) + 1
@@ -619,6 +621,9 @@ def convert(graphs, primals, name, style="joint"):
             ops.append({"id": gid + ".seed", "type": "ones_like", "inputs": [uid],
                         "outputs": [gid], "phase": "backward", "scope": "loss"})
         emit(bw_gm, "backward")
+    stats["inplace_clones_hoisted"] = 0
+    ops = hoist_inplace_clones(ops, tensors, overwritten, stats)
+    ops = fuse_silu_backward(ops, tensors, stats)
     ops = sink_backward_views(ops, tensors)
     graph = {
         "format": "memplan.graph/1",
@@ -631,6 +636,104 @@ def convert(graphs, primals, name, style="joint"):
         "outputs": user_ids,
     }
     return graph, stats
+
+
+def hoist_inplace_clones(ops, tensors, overwritten, stats):
+    """Moves the clone of an in-place op's input from the backward to the
+    forward, just before that op. Eager autograd saves `self.clone()` before
+    an in-place op whose derivative reads the input it overwrites (hardtanh_,
+    i.e. ReLU6; hardswish_; silu_; ...: `_saved_self` of their grad_fn). aot's
+    joint graph traces that clone, and the partitioner, which keeps in the
+    forward only what the forward outputs need, puts it in the backward, where
+    it reads the overwritten tensor. In eager it is made when the in-place op
+    runs and lives until its backward reads it: as a forward tensor it is what
+    torch.utils.checkpoint drops and remakes with its module, whereas a
+    backward clone forces its module's recomputation at the top of the
+    backward, with every such clone alive at once."""
+    moved, hoisted = {}, set()  # forward op index -> clones to put before it
+    for k, op in enumerate(ops):
+        if (op["phase"] == "backward" and op["type"] == "aten.clone.default"
+                and len(op["inputs"]) == 1 and op["inputs"][0] in overwritten
+                and len(op["outputs"]) == 1 and "alias_of" not in tensors[op["outputs"][0]]):
+            at = overwritten[op["inputs"][0]]
+            op["phase"] = "forward"
+            op["scope"] = ops[at]["scope"]
+            tensors[op["outputs"][0]]["kind"] = "activation"
+            moved.setdefault(at, []).append(op)
+            hoisted.add(k)
+    stats["inplace_clones_hoisted"] += len(hoisted)
+    out = []
+    for k, op in enumerate(ops):
+        out.extend(moved.get(k, ()))
+        if k not in hoisted:
+            out.append(op)
+    return out
+
+
+# infinitely_differentiable_silu_backward as aot 1.13 traces it: eager's
+# backward runs the fused aten.silu_backward instead (the traced formula is
+# the one for tensor subclasses such as the tracer's).
+SILU_BACKWARD_PARTS = ["aten.sigmoid.default", "aten.empty_like.default", "aten.fill.Scalar",
+                       "aten.sub.Tensor", "aten.mul.Tensor", "aten.add.Scalar",
+                       "aten.mul.Tensor"]
+
+
+def fuse_silu_backward(ops, tensors, stats):
+    """Replaces each traced SiLU derivative, grad * (s * (1 + x * (1 - s)))
+    with s = sigmoid(x) (seven temporaries: sigmoid, empty_like, fill, sub,
+    mul, add, mul, then the mul by the gradient), by one aten.silu_backward
+    op reading the gradient and x, as eager runs it: one new buffer instead of
+    up to four alive at once. Matched by op types and dataflow: the parts read
+    only x and each other, and only the parts and the final mul read them."""
+    producer, readers = {}, {}
+    for k, op in enumerate(ops):
+        for o in op["outputs"]:
+            producer[o] = k
+        for i in op["inputs"]:
+            readers.setdefault(i, []).append(k)
+    drop, fused = set(), 0
+    for k, op in enumerate(ops):
+        if op["phase"] != "backward" or op["type"] != SILU_BACKWARD_PARTS[0] or k in drop:
+            continue
+        x = op["inputs"][0]
+        part = [k]
+        made = set(op["outputs"])
+        # Follow the chain in program order: each next op reads only x and parts.
+        j = k + 1
+        while len(part) < len(SILU_BACKWARD_PARTS) and j < len(ops):
+            q = ops[j]
+            if q["phase"] == "backward" and set(q["inputs"]) <= made | {x} and \
+                    set(q["inputs"]) & made:
+                if q["type"] != SILU_BACKWARD_PARTS[len(part)]:
+                    break
+                part.append(j)
+                made.update(q["outputs"])
+            j += 1
+        if len(part) != len(SILU_BACKWARD_PARTS):
+            continue
+        last = ops[part[-1]]["outputs"]
+        outer = {r for o in made for r in readers.get(o, []) if r not in part}
+        if len(outer) != 1 or len(last) != 1:
+            continue
+        g = outer.pop()
+        gop = ops[g]
+        if (gop["type"] != "aten.mul.Tensor" or len(gop["inputs"]) != 2
+                or last[0] not in gop["inputs"]
+                or any(r != g for r in readers.get(last[0], []))
+                or any(tensors[o]["kind"] != "temporary" for o in made)):
+            continue
+        grad = next(i for i in gop["inputs"] if i != last[0])
+        if tensors[grad]["kind"] != "gradient":
+            continue
+        gop["type"] = "aten.silu_backward.default"
+        gop["inputs"] = [grad, x]
+        gop.pop("workspace_bytes", None)
+        drop.update(part)
+        for o in made:
+            del tensors[o]
+        fused += 1
+    stats["silu_backward_fused"] = fused
+    return [op for k, op in enumerate(ops) if k not in drop]
 
 
 def sink_backward_views(ops, tensors):

@@ -170,6 +170,34 @@ class InplaceShift(nn.Module):
         return torch.randn(batch, 64)
 
 
+class ActCNN(nn.Module):
+    """conv-bn-activation blocks whose in-place activation's backward reads the
+    input it overwrites (ReLU6 = hardtanh_, Hardswish, SiLU: MobileNet's and
+    EfficientNet's blocks): eager autograd saves a clone of that input when
+    the activation runs. 3x64x64 -> 10, 16 channels, the blocks cycle through
+    ReLU6, Hardswish and SiLU."""
+
+    def __init__(self, width=16, blocks=6):
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 3, padding=1)
+        acts = [nn.ReLU6, nn.Hardswish, nn.SiLU]
+        self.blocks = nn.Sequential(*[
+            nn.Sequential(nn.Conv2d(width, width, 3, padding=1, bias=False),
+                          nn.BatchNorm2d(width), acts[k % 3](inplace=True))
+            for k in range(blocks)])
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+    def example_input(self, batch):
+        return torch.randn(batch, 3, 64, 64)
+
+
+def act_cnn():
+    return ActCNN()
+
+
 def inplace_shift():
     return InplaceShift()
 

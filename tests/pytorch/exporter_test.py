@@ -4,11 +4,14 @@ real eager steps (torch 1.13 CPU):
 
 * export (joint) + `memplan analyze` predicts the measured eager peak within 3%
   on a small CNN, a residual CNN with in-place ReLU / `+=`, a small GPT, a
-  torchvision model (shufflenet_v2_x1_0) and a model whose peak is an in-place op;
+  torchvision model (shufflenet_v2_x1_0), a model whose peak is an in-place op
+  and conv-bn blocks with in-place ReLU6 / Hardswish / SiLU (MobileNet-style);
 * a module plan at 70% of the baseline (`memplan plan --granularity module`),
   applied with torch.utils.checkpoint, lowers the measured peak, and the
   measured peak is within 3% of the plan's prediction;
-* the graph carries what it must: `alias_of` for eager's in-place ops, `grad_of`
+* the graph carries what it must: `alias_of` for eager's in-place ops, the
+  clone eager saves for an in-place activation as a forward op, SiLU's
+  derivative as one op (as eager runs it), `grad_of`
   on every parameter gradient, a scope on every op, flops on convolutions;
 * the compiled-style graph (in-place ops not recorded) mispredicts a model
   whose eager peak is an in-place op in the forward, so that check can fail;
@@ -45,6 +48,7 @@ CASES = [
     ("models:gpt_small", 4, None, 2),
     ("torchvision:shufflenet_v2_x1_0", 2, (3, 224, 224), 2),
     ("models:inplace_shift", 512, None, None),
+    ("models:act_cnn", 2, None, 2),
 ]
 
 
@@ -127,6 +131,26 @@ def main():
                           stats["inplace_ops"].get("aten.relu_.default", 0) >= 7
                           and stats["inplace_ops"].get("aten.add_.Tensor", 0) == 3
                           and len(inplace) == 10, json.dumps(stats["inplace_ops"]))
+                if spec == "models:act_cnn":
+                    # Eager saves a clone of the input of hardtanh_/hardswish_/silu_ when
+                    # the activation runs: a forward tensor, recomputed with its module
+                    # under checkpoint (in the backward, it made the plan +48% high).
+                    ops = graph["ops"]
+                    fw_clones = [o for o in ops if o["phase"] == "forward"
+                                 and o["type"] == "aten.clone.default"]
+                    bw_clones = [o for o in ops if o["phase"] == "backward"
+                                 and o["type"] == "aten.clone.default"]
+                    check(f"{name}: in-place activations' saved clones are forward ops",
+                          stats["inplace_clones_hoisted"] == 6 and len(fw_clones) == 6
+                          and not bw_clones and all(
+                              o["scope"].endswith(".2") for o in fw_clones),
+                          f"hoisted {stats['inplace_clones_hoisted']}, "
+                          f"backward clones {len(bw_clones)}")
+                    check(f"{name}: SiLU's traced derivative is one silu_backward",
+                          stats["silu_backward_fused"] == 2 and sum(
+                              o["type"] == "aten.silu_backward.default" for o in ops) == 2
+                          and not any(o["type"] == "aten.sigmoid.default" for o in ops),
+                          f"fused {stats['silu_backward_fused']}")
                 if spec == "models:inplace_shift":
                     # Its eager peak is in the forward, where `h += 1` runs in place.
                     g2 = mt.export(model, inputs, target, name=spec, record_inplace=False)
