@@ -16,7 +16,9 @@
 #include "analyzer/check.h"
 #include "analyzer/cost_model.h"
 #include "analyzer/graph_json.h"
+#include "analyzer/microbatch.h"
 #include "analyzer/op_table.h"
+#include "analyzer/optimizer_state.h"
 #include "analyzer/plan.h"
 #include "analyzer/plan_report.h"
 #include "analyzer/planner.h"
@@ -94,8 +96,48 @@ void AddCommon(CLI::App* cmd, CommonFlags* flags) {
       ->allow_extra_args(false);
 }
 
+// --optimizer / --master-weights: optimizer state and update ops added to the
+// joint graph (analyzer/optimizer_state.h).
+struct OptimizerFlags {
+  std::string optimizer = "none";
+  std::string master_weights;  // "" or "fp32"
+};
+
+void AddOptimizerFlags(CLI::App* cmd, OptimizerFlags* flags) {
+  cmd->add_option("--optimizer", flags->optimizer,
+                  "add optimizer state and an optimizer phase: none, sgd, momentum (1x the "
+                  "parameter bytes), adam, adamw (2x)")
+      ->check(CLI::IsMember({"none", "sgd", "momentum", "adam", "adamw"}))
+      ->capture_default_str();
+  cmd->add_option("--master-weights", flags->master_weights,
+                  "fp32: float32 master copies of narrower parameters, optimizer state in "
+                  "float32")
+      ->check(CLI::IsMember({"fp32"}));
+}
+
+bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::string* err) {
+  if (!ParseOptimizerKind(f.optimizer, &out->kind)) {
+    *err = "bad --optimizer";
+    return false;
+  }
+  out->master_fp32 = f.master_weights == "fp32";
+  if (out->master_fp32 && out->kind == OptimizerKind::kNone) {
+    *err = "--master-weights fp32: needs --optimizer (the master copies belong to it)";
+    return false;
+  }
+  return true;
+}
+
+bool ApplyOptimizer(const OptimizerOptions& o, JointGraph* jg, std::string* err) {
+  OptimizerStats stats;
+  if (AddOptimizerState(o, &jg->graph, &stats, err)) return true;
+  *err = jg->file + ": " + *err;
+  return false;
+}
+
 struct AnalyzeFlags {
   CommonFlags common;
+  OptimizerFlags optimizer;
   std::string accumulation = "inplace";
   std::string json, trace;
   int top = 10;
@@ -109,8 +151,11 @@ int RunAnalyze(const AnalyzeFlags& f) {
   if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
   AccumulationMode mode;
   if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
+  OptimizerOptions optimizer;
+  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
   JointGraph jg;
   if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
   PrintWarnings(jg.warnings);
   Analysis a;
   if (!AnalyzeBaseline(jg.graph, mode, &a, &err)) return Error(f.common.graph + ": " + err);
@@ -205,6 +250,7 @@ int RunVerify(const VerifyFlags& f) {
 
 struct PlanFlags {
   CommonFlags common;
+  OptimizerFlags optimizer;
   std::string budget, out, json, trace;
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
   std::string granularity = "op";
@@ -212,8 +258,69 @@ struct PlanFlags {
   int module_depth = 2;
   int sweep = 0;
   int top = 10;
+  int64_t global_batch = 0;  // > 0: micro-batch planning
+  std::string batch_symbol = "batch";
   bool quiet = false;
 };
+
+// plan --global-batch: the largest micro-batch that fits, with and without
+// checkpointing; -o writes the planner's plan at the recommended micro-batch.
+int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load,
+                      const PlannerOptions& options, int64_t budget) {
+  std::string err;
+  OptimizerOptions optimizer;
+  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  for (const auto& [name, value] : load.symbol_overrides)
+    if (name == f.batch_symbol)
+      return Error("--set " + name + ": the micro-batch search sets --batch-symbol " + name +
+                   " itself");
+  JointGraph jg;
+  if (!LoadJointGraph(f.common.graph, load, &jg, &err)) return Error(err);
+  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
+  PrintWarnings(jg.warnings);
+  std::string names;
+  bool has_symbol = false;
+  for (const auto& [name, value] : jg.graph.symbols) {
+    has_symbol = has_symbol || name == f.batch_symbol;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  if (!has_symbol)
+    return Error(fmt::format("--batch-symbol {}: {} has no symbol \"{}\" (its symbols: {})",
+                             f.batch_symbol, f.common.graph, f.batch_symbol,
+                             names.empty() ? "none" : names));
+  GraphAtBatch at = [&](int64_t batch, JointGraph* out, std::string* e) {
+    GraphLoadOptions o = load;
+    o.symbol_overrides.emplace_back(f.batch_symbol, batch);
+    return LoadJointGraph(f.common.graph, o, out, e) && ApplyOptimizer(optimizer, out, e);
+  };
+  MicroBatchOptions mo;
+  mo.global_batch = f.global_batch;
+  mo.budget_bytes = budget;
+  mo.planner = options;
+  MicroBatchResult result;
+  if (!PlanMicroBatches(at, mo, &result, &err)) return Error(f.common.graph + ": " + err);
+  const MicroBatchChoice& chosen =
+      result.checkpointed_recommended ? result.checkpointed : result.baseline;
+  JointGraph micro;
+  if (!at(chosen.found ? chosen.micro_batch : 1, &micro, &err)) return Error(err);
+  if (!f.out.empty()) {
+    const BatchPoint* p = FindPoint(result, chosen.found ? chosen.micro_batch : 1);
+    PlanResult plan_result;
+    if (!PlanCheckpoints(micro.graph, p ? p->plan_budget_bytes : budget, options, &plan_result,
+                         &err))
+      return Error(f.common.graph + ": " + err);
+    std::string graph_bytes;
+    if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
+    Plan plan = MakePlan(micro.graph, Sha256Hex(graph_bytes), budget, options, plan_result);
+    if (!WriteFile(f.out, PlanToJson(micro.graph, plan), &err)) return Error(err);
+  }
+  if (!f.json.empty() &&
+      !WriteFile(f.json, MicroBatchReportJson(micro, f.batch_symbol, options, result), &err))
+    return Error(err);
+  if (!f.quiet)
+    std::fputs(MicroBatchSummary(micro, f.batch_symbol, options, result).c_str(), stdout);
+  ExitNow(result.checkpointed.found ? kExitOk : kExitNoPlanFits);
+}
 
 int RunPlan(const PlanFlags& f) {
   GraphLoadOptions load;
@@ -231,8 +338,12 @@ int RunPlan(const PlanFlags& f) {
   if (!ParsePlanAlgorithm(f.algorithm, &options.algorithm)) return Error("bad --algorithm");
   if (!ParseGranularity(f.granularity, &options.granularity)) return Error("bad --granularity");
   options.module_depth = f.module_depth;
+  if (f.global_batch > 0) return RunMicroBatchPlan(f, load, options, budget);
+  OptimizerOptions optimizer;
+  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
   JointGraph jg;
   if (!LoadJointGraph(f.common.graph, load, &jg, &err)) return Error(err);
+  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
   PrintWarnings(jg.warnings);
   if (!f.costs.empty()) {
     if (options.cost.objective != Objective::kTime)
@@ -362,6 +473,7 @@ int RunProfileCommand(const ProfileFlags& f) {
 
 struct CheckFlags {
   CommonFlags common;
+  OptimizerFlags optimizer;
   std::string budget, plan, baseline, tolerance, json;
   std::string accumulation = "inplace", format = "text";
   bool quiet = false;
@@ -386,8 +498,12 @@ int RunCheck(const CheckFlags& f) {
   if (!ParseTolerance(f.tolerance.empty() ? "0" : f.tolerance, &in.tolerance, &err))
     return Error("--tolerance: " + err);
   if (in.has_baseline && !LoadBaselineReport(f.baseline, &in.baseline, &err)) return Error(err);
+  OptimizerOptions optimizer;
+  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  in.optimizer = OptimizerLabel(optimizer);
   JointGraph jg;
   if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
   const Graph& g = jg.graph;
   std::vector<std::string> warnings = jg.warnings;
   if (in.has_baseline && !in.baseline.graph.empty() && in.baseline.graph != g.name)
@@ -450,13 +566,15 @@ int Main(int argc, char** argv) {
   a->add_option("--top", analyze.top, "how many live buffers to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
+  AddOptimizerFlags(a, &analyze.optimizer);
   a->add_flag("-q,--quiet", analyze.quiet, "no summary on stdout");
   a->add_flag("--timings", analyze.timings, "print the time of each phase on stderr");
   a->footer(
       "Examples:\n"
       "  memplan analyze examples/mlp.graph.json\n"
       "  memplan analyze examples/densenet_toy.graph.json --accumulation deferred\n"
-      "  memplan analyze examples/gpt_tiny.graph.json --set batch=16 --json r.json --trace t.json");
+      "  memplan analyze examples/gpt_tiny.graph.json --set batch=16 --json r.json --trace t.json\n"
+      "  memplan analyze examples/gpt_tiny.graph.json --optimizer adam --master-weights fp32");
   int rc = kExitOk;
   a->callback([&] { rc = RunAnalyze(analyze); });
 
@@ -504,6 +622,14 @@ int Main(int argc, char** argv) {
   p->add_option("--top", plan.top, "how many tensors to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
+  AddOptimizerFlags(p, &plan.optimizer);
+  p->add_option("--global-batch", plan.global_batch,
+                "find the largest micro-batch of a global batch of N that fits, with the "
+                "baseline program and with checkpointing, and the gradient-accumulation steps")
+      ->check(CLI::Range(int64_t{1}, kMaxGlobalBatch));
+  p->add_option("--batch-symbol", plan.batch_symbol,
+                "the graph symbol that is the batch size (set like --set batch=...)")
+      ->capture_default_str();
   p->add_flag("-q,--quiet", plan.quiet, "no summary on stdout");
   p->footer(
       "Exit 0 when the plan fits, 3 when no checkpoint set fits (the plan and report then hold\n"
@@ -512,7 +638,8 @@ int Main(int argc, char** argv) {
       "  memplan plan examples/densenet_toy.graph.json --budget 20MiB -o plan.json\n"
       "  memplan plan examples/gpt_tiny.graph.json --budget 128MiB --objective flops --json "
       "r.json\n"
-      "  memplan verify examples/densenet_toy.graph.json plan.json");
+      "  memplan verify examples/densenet_toy.graph.json plan.json\n"
+      "  memplan plan examples/gpt_tiny.graph.json --budget 200MiB --global-batch 64");
   p->callback([&] { rc = RunPlan(plan); });
 
   LowerFlags lower;
@@ -604,6 +731,7 @@ int Main(int argc, char** argv) {
                  "comment or $GITHUB_STEP_SUMMARY)")
       ->check(CLI::IsMember({"text", "github", "markdown"}))
       ->capture_default_str();
+  AddOptimizerFlags(ck, &check.optimizer);
   ck->add_flag("-q,--quiet", check.quiet, "nothing on stdout");
   ck->footer(
       "Exit codes: 0 every condition holds, 1 a condition failed (over budget, regression, "

@@ -190,6 +190,37 @@ def main():
         rc, out = r.validate(SCHEMA, [os.path.join("examples", "ci", "gpt_tiny.baseline.json")])
         r.check("the committed baseline validates", rc == 0, out)
 
+        # --optimizer: state bytes are 1x (momentum) or 2x (adam, adamw) the
+        # parameters' on gpt_tiny (float32, every parameter alive at the peak).
+        params = an["by_category"]["parameter"]
+        for opt, factor in (("sgd", 0), ("momentum", 1), ("adam", 2), ("adamw", 2)):
+            rc, out, err = r.run("analyze", GRAPH, "--optimizer", opt, "--json",
+                                 r.path("opt.json"), "-q")
+            d = load(r.path("opt.json")) if rc == 0 else {}
+            r.check("--optimizer %s: peak + %dx parameter bytes" % (opt, factor),
+                    rc == 0 and d["peak_bytes"] == peak + factor * params and
+                    d["by_category"]["optimizer_state"] == factor * params,
+                    describe(rc, out, err))
+        rc, out, err = r.run("analyze", GRAPH, "--optimizer", "adam", "--master-weights", "fp32",
+                             "--json", r.path("opt.json"), "-q")
+        r.check("--master-weights fp32 on float32 parameters adds no copy",
+                rc == 0 and load(r.path("opt.json"))["peak_bytes"] == peak + 2 * params)
+        _, _, _, doc = check("check --optimizer adam", 1, "--budget", str(peak + params),
+                             "--optimizer", "adam")
+        r.check("check report names the optimizer", doc and doc["optimizer"] == "adam" and
+                doc["peak_bytes"] == peak + 2 * params, json.dumps(doc))
+        rc, out, err = r.run("analyze", "examples/mlp.graph.json", "--optimizer", "adam",
+                             "--json", r.path("mlp.json"), "-q")
+        r.check("mlp with adam peaks in the optimizer phase (its update workspace)",
+                rc == 0 and load(r.path("mlp.json"))["peak_phase"] == "optimizer",
+                describe(rc, out, err))
+        rc, out, err = r.run("plan", GRAPH, "--budget", "200MiB", "--optimizer", "adam",
+                             "--json", r.path("optplan.json"), "-q")
+        r.check("plan --optimizer adam fits 200 MiB", rc == 0, describe(rc, out, err))
+        rc, out, err = r.run("analyze", GRAPH, "--master-weights", "fp32")
+        r.check("--master-weights without --optimizer: exit 2",
+                rc == 2 and "--master-weights fp32: needs --optimizer" in err, err)
+
         # Determinism and schema.
         rc, _, _ = r.run("check", GRAPH, "--budget", "1KiB", "--baseline", reports[0],
                          "--json", r.path("again.json"))

@@ -1,0 +1,128 @@
+// Micro-batch planning: the largest micro-batch of a global batch of N that
+// fits a budget, with the baseline program and with checkpointing (the
+// planner), and how to accumulate gradients over the micro-batches.
+//
+// Model. A global batch of N runs as steps = ceil(N / micro) micro-batches;
+// the last has N - (steps - 1) * micro samples. Parameter gradients persist
+// across micro-batches: from the second one on, the accumulated gradient of
+// every parameter is alive from the start, and each fresh gradient is added
+// into it and freed right after it is made (PyTorch's AccumulateGrad). So
+// AccumulationPeak adds, at each step, the bytes of the parameter gradients
+// not made yet, plus those being made at that step (accumulator + fresh copy).
+// Their bytes do not scale with the micro-batch. With one micro-batch (micro
+// = N) there is nothing to accumulate and the plain peak applies.
+//
+// Search. Every tensor's bytes are a product of literals and symbols, so they
+// never fall as the batch grows, and a fixed program's peak (a max of sums of
+// them) never falls either. Programs may still differ between batch values
+// (an in-place takeover needs equal sizes; the planner may choose another
+// set), so for N <= kExhaustiveBatches every batch from N down is evaluated
+// until one fits (exact whatever the shape of the curve); above, a binary
+// search runs, and the result is checked: the chosen micro-batch fits, the
+// next one up does not, and the peaks met are non-decreasing in the batch
+// (monotone = false otherwise: the answer is then not proven maximal).
+//
+// Loss scaling: with a per-micro-batch mean loss, scale micro-batch i's loss
+// by size_i / N (micro / N, and last / N for the last one) so the summed
+// gradients equal those of the mean loss over the global batch.
+#ifndef MEMPLAN_ANALYZER_MICROBATCH_H_
+#define MEMPLAN_ANALYZER_MICROBATCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/planner.h"
+
+namespace memplan {
+
+constexpr int64_t kExhaustiveBatches = 32;
+// The most global batch memplan searches.
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 40;
+
+// The peak of `program` (simulated as `sim`) run as the second or a later
+// micro-batch: parameter gradients accumulate into buffers alive throughout.
+int64_t AccumulationPeak(const Graph& g, const Program& program, const SimResult& sim);
+// Bytes of the parameter gradients (owned buffers only; views own none).
+int64_t ParameterGradientBytes(const Graph& g);
+
+// Loads the joint graph with the batch symbol set to `batch`.
+using GraphAtBatch = std::function<bool(int64_t batch, JointGraph* out, std::string* err)>;
+
+struct MicroBatchOptions {
+  int64_t global_batch = 1;
+  int64_t budget_bytes = 0;
+  AccumulationMode baseline_accumulation = AccumulationMode::kInplace;
+  PlannerOptions planner;
+};
+
+// One batch value evaluated. Peaks are of a whole micro-batch step: the
+// accumulating peak when the batch needs more than one micro-batch.
+struct BatchPoint {
+  int64_t batch = 0;
+  int64_t baseline_peak_bytes = 0;  // baseline program, as needed at this batch
+  bool baseline_fits = false;
+  bool planned = false;         // the planner ran at this batch
+  int64_t plan_peak_bytes = 0;  // the planner's plan, as needed at this batch
+  bool plan_fits = false;
+  int64_t plan_budget_bytes = 0;  // the budget the planner was given for that plan
+  double recompute_cost = 0;
+  double step_cost = 0;  // one micro-batch step, no recompute
+};
+
+// The answer for one kind of program. Invariants when found: micro_batch in
+// [1, N]; accumulation_steps = ceil(N / micro_batch); last_micro_batch =
+// N - (accumulation_steps - 1) * micro_batch in [1, micro_batch]; peak_bytes
+// <= budget; next_peak_bytes > budget or -1 (micro_batch == N).
+struct MicroBatchChoice {
+  bool found = false;
+  int64_t micro_batch = 0;
+  int64_t accumulation_steps = 0;
+  int64_t last_micro_batch = 0;
+  // ceil(N / accumulation_steps): as many steps, sizes within one of each
+  // other (e.g. 64 = 8 x 8 rather than 7 x 9 + 1); fits when micro_batch does.
+  int64_t balanced_micro_batch = 0;
+  int64_t peak_bytes = 0;         // at micro_batch
+  int64_t last_peak_bytes = 0;    // at last_micro_batch (evaluated)
+  int64_t next_peak_bytes = -1;   // at micro_batch + 1, or -1
+  double recompute_cost = 0;      // per micro-batch (checkpointed)
+  double recompute_overhead = 0;  // recompute_cost / step_cost
+  // Estimated cost of the whole global batch: sum over micro-batches of
+  // step_cost * (1 + overhead), in the planner's cost unit.
+  double global_batch_cost = 0;
+  int64_t lowest_peak_bytes = 0;  // when !found: the peak at batch 1
+};
+
+struct MicroBatchResult {
+  int64_t global_batch = 0;
+  int64_t budget_bytes = 0;
+  int64_t parameter_gradient_bytes = 0;  // at the recommended micro-batch
+  MicroBatchChoice baseline, checkpointed;
+  bool checkpointed_recommended = false;  // cheaper per global batch than the baseline
+  std::string search;                     // "exhaustive" or "binary"
+  bool monotone = true;                   // peaks met never fall as the batch grows
+  std::vector<BatchPoint> evaluated;      // by batch, ascending
+};
+
+bool PlanMicroBatches(const GraphAtBatch& graph_at, const MicroBatchOptions& options,
+                      MicroBatchResult* out, std::string* err);
+
+// "8/100 = 0.08".
+std::string LossScale(int64_t micro, int64_t global_batch);
+
+// The point evaluated at `batch`, or nullptr.
+const BatchPoint* FindPoint(const MicroBatchResult& r, int64_t batch);
+
+// The plan report for --global-batch (command "plan"): the recommended
+// choice at the top (micro_batch, accumulation_steps, last_micro_batch, loss
+// scales, predicted), both choices, the search and the batches evaluated.
+std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_symbol,
+                                 const PlannerOptions& options, const MicroBatchResult& r);
+std::string MicroBatchSummary(const JointGraph& jg, const std::string& batch_symbol,
+                              const PlannerOptions& options, const MicroBatchResult& r);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_MICROBATCH_H_
