@@ -37,6 +37,12 @@ std::vector<int> CheckpointCandidates(const Graph& g) {
 
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          AccumulationMode mode) {
+  return BuildCheckpointProgram(g, keep, mode, {});
+}
+
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         AccumulationMode mode,
+                                         const std::vector<int>& recompute_group) {
   const std::vector<int> order = ScheduleOrder(g, mode);
   const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<int> runs;
@@ -98,9 +104,47 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
       }
     }
   };
+  // Recompute groups: the tensors of each group that backward ops read, in
+  // the forward order of their producers.
+  auto group_of = [&](int t) {
+    int base = g.tensors[t].base;
+    if (static_cast<size_t>(t) < recompute_group.size() && recompute_group[t] >= 0)
+      return recompute_group[t];
+    if (static_cast<size_t>(base) < recompute_group.size()) return recompute_group[base];
+    return -1;
+  };
+  std::vector<std::vector<int>> members;
+  if (!recompute_group.empty()) {
+    std::vector<int> position(g.ops.size(), 0);
+    for (size_t k = 0; k < order.size(); ++k) position[order[k]] = static_cast<int>(k);
+    std::vector<bool> listed(g.tensors.size(), false);
+    for (int o : order) {
+      if (g.ops[o].phase == Phase::kForward) continue;
+      for (int t : g.ops[o].inputs) {
+        int grp = group_of(t);
+        int p = g.tensors[t].producer;
+        if (grp < 0 || listed[t] || p < 0 || g.ops[p].phase != Phase::kForward) continue;
+        listed[t] = true;
+        if (static_cast<size_t>(grp) >= members.size()) members.resize(grp + 1);
+        members[grp].push_back(t);
+      }
+    }
+    for (std::vector<int>& m : members)
+      std::stable_sort(m.begin(), m.end(), [&](int a, int b) {
+        return position[g.tensors[a].producer] < position[g.tensors[b].producer];
+      });
+  }
+  std::vector<bool> triggered(members.size(), false);
   for (int o : order) {
     const Op& op = g.ops[o];
     if (op.phase == Phase::kForward) continue;
+    for (int t : op.inputs) {
+      if (alive[t]) continue;
+      int grp = group_of(t);
+      if (grp < 0 || grp >= static_cast<int>(members.size()) || triggered[grp]) continue;
+      triggered[grp] = true;
+      for (int m : members[grp]) ensure(m);
+    }
     for (int t : op.inputs) ensure(t);
     runs.push_back(o);
     for (int out : op.outputs) alive[out] = true;

@@ -37,6 +37,19 @@ struct CheckpointProgram {
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          AccumulationMode mode);
 
+// The same, with recompute groups (by tensor index; -1 or past the end: none;
+// a view goes with its base's group): the first time the backward needs a
+// dead tensor of group G, every tensor of G that a backward op reads
+// (directly or through a view) is recomputed then, in forward order, and each
+// stays alive until its last use. This is torch.utils.checkpoint on a module:
+// the backward's first unpack of any of the module's saved tensors reruns the
+// whole module and holds all its saved tensors until their nodes have run,
+// where the on-demand program above would remake each one just before its
+// first use. Without groups both programs are the same.
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         AccumulationMode mode,
+                                         const std::vector<int>& recompute_group);
+
 }  // namespace memplan
 
 #endif  // MEMPLAN_ANALYZER_CHECKPOINT_H_
