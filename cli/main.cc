@@ -16,6 +16,7 @@
 #include "analyzer/check.h"
 #include "analyzer/cost_model.h"
 #include "analyzer/graph_json.h"
+#include "analyzer/html_report.h"
 #include "analyzer/microbatch.h"
 #include "analyzer/op_table.h"
 #include "analyzer/optimizer_state.h"
@@ -173,6 +174,7 @@ int RunAnalyze(const AnalyzeFlags& f) {
 struct LowerFlags {
   CommonFlags common;
   std::string out;
+  bool quiet = false;
 };
 
 int RunLower(const LowerFlags& f) {
@@ -189,6 +191,7 @@ int RunLower(const LowerFlags& f) {
   }
   size_t backward = 0;
   for (const Op& op : jg.graph.ops) backward += op.phase == Phase::kBackward;
+  if (f.quiet) ExitNow(kExitOk);
   if (jg.lowered)
     std::printf("lowered %s: %zu forward ops -> %zu ops (%zu backward); wrote %s\n",
                 f.common.graph.c_str(), jg.input_ops, jg.graph.ops.size(), backward, f.out.c_str());
@@ -544,6 +547,78 @@ int RunCheck(const CheckFlags& f) {
   ExitNow(result.passed ? kExitOk : kExitCheckFailed);
 }
 
+struct ReportFlags {
+  CommonFlags common;
+  OptimizerFlags optimizer;
+  std::string plan, profile, html;
+  std::string accumulation = "inplace";
+  int top = 20;
+  bool quiet = false;
+};
+
+// report --html: the page of analyzer/html_report.h for the baseline or a plan.
+int RunReport(const ReportFlags& f) {
+  GraphLoadOptions options;
+  std::string err;
+  if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
+  AccumulationMode mode;
+  if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
+  OptimizerOptions optimizer;
+  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  MeasuredProfile measured;
+  if (!f.profile.empty() && !LoadProfileReport(f.profile, &measured, &err)) return Error(err);
+  JointGraph jg;
+  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
+  std::vector<std::string> warnings = jg.warnings;
+  Plan plan;
+  Program program;
+  std::string label;
+  if (!f.plan.empty()) {
+    if (!LoadPlanFile(f.plan, jg.graph, &plan, &err)) return Error(err);
+    std::string graph_bytes;
+    if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
+    if (plan.graph_sha256 != Sha256Hex(graph_bytes))
+      warnings.push_back(fmt::format(
+          "{}: graph_sha256 does not match the bytes of {}: the plan was made for another "
+          "version of the graph",
+          f.plan, f.common.graph));
+    program = plan.program;
+    label = "plan " + f.plan;
+  } else {
+    program = BuildBaselineProgram(jg.graph, mode);
+    label = std::string("baseline, gradient accumulation ") + AccumulationModeName(mode);
+  }
+  SimResult sim;
+  if (!Simulate(jg.graph, program, SimOptions{}, &sim, &err))
+    return Error(
+        fmt::format("{}: invalid program: {}", f.plan.empty() ? f.common.graph : f.plan, err));
+  if (!f.profile.empty() && measured.steps >= 0 &&
+      measured.steps != static_cast<int64_t>(program.steps.size()))
+    warnings.push_back(
+        fmt::format("{}: the profile measured a program of {} steps, this one has {}", f.profile,
+                    measured.steps, program.steps.size()));
+  PrintWarnings(warnings);
+  HtmlReportInput in;
+  in.jg = &jg;
+  in.program = &program;
+  in.sim = &sim;
+  in.program_label = label;
+  in.plan = f.plan.empty() ? nullptr : &plan;
+  in.plan_file = f.plan;
+  in.measured = f.profile.empty() ? nullptr : &measured;
+  in.top = f.top;
+  std::string html;
+  if (!RenderHtmlReport(in, &html, &err)) return Error(err);
+  if (!WriteFile(f.html, html, &err)) return Error(err);
+  if (!f.quiet)
+    std::printf(
+        "wrote %s: predicted peak %s (%lld bytes) at step %d%s\n", f.html.c_str(),
+        FormatBytes(sim.peak_bytes).c_str(), static_cast<long long>(sim.peak_bytes), sim.peak_step,
+        f.profile.empty() ? "" : fmt::format(", measured {} bytes", measured.peak_bytes).c_str());
+  ExitNow(kExitOk);
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"memplan: predict, plan and prove the memory of backward passes"};
   app.set_version_flag("--version", std::string("memplan ") + MemplanVersion());
@@ -646,6 +721,7 @@ int Main(int argc, char** argv) {
   CLI::App* l = app.add_subcommand("lower", "derive the backward of a forward-only graph");
   AddCommon(l, &lower.common);
   l->add_option("-o,--output", lower.out, "where to write the joint memplan.graph/1")->required();
+  l->add_flag("-q,--quiet", lower.quiet, "nothing on stdout");
   l->footer("Example:\n  memplan lower examples/mlp.graph.json -o mlp.joint.graph.json");
   l->callback([&] { rc = RunLower(lower); });
 
@@ -743,6 +819,34 @@ int Main(int argc, char** argv) {
       "  memplan check examples/gpt_tiny.graph.json --budget 110MiB --plan gpt.plan.json "
       "--format markdown >> $GITHUB_STEP_SUMMARY");
   ck->callback([&] { rc = RunCheck(check); });
+
+  ReportFlags report;
+  CLI::App* rp = app.add_subcommand(
+      "report", "write a self-contained HTML page: memory over time by tensor kind, the peak");
+  AddCommon(rp, &report.common);
+  rp->add_option("--html", report.html, "where to write the HTML page")->required();
+  rp->add_option("--plan", report.plan,
+                 "chart this memplan.plan/1 (replayed by the simulator) instead of the baseline");
+  rp->add_option("--profile", report.profile,
+                 "a `memplan profile --json` report: draw its measured peak");
+  rp->add_option("--accumulation", report.accumulation,
+                 "gradient accumulation of the baseline program: inplace, out_of_place, deferred")
+      ->check(CLI::IsMember({"inplace", "out_of_place", "deferred"}))
+      ->capture_default_str();
+  rp->add_option("--top", report.top, "how many live buffers to list")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  AddOptimizerFlags(rp, &report.optimizer);
+  rp->add_flag("-q,--quiet", report.quiet, "nothing on stdout");
+  rp->footer(
+      "The page has no scripts and loads nothing; the same input gives the same bytes.\n"
+      "Examples:\n"
+      "  memplan report examples/gpt_tiny.graph.json --html gpt.html\n"
+      "  memplan plan examples/gpt_tiny.graph.json --budget 110MiB -o gpt.plan.json\n"
+      "  memplan report examples/gpt_tiny.graph.json --plan gpt.plan.json --html plan.html\n"
+      "  memplan profile examples/mlp.graph.json --backend cpu --json p.json\n"
+      "  memplan report examples/mlp.graph.json --profile p.json --html mlp.html");
+  rp->callback([&] { rc = RunReport(report); });
 
   if (argc >= 2 && argv[1][0] != '-') {
     std::string name = argv[1];

@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libfmt-dev doctest-dev)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(python3 python3-jsonschema python3-torch python3-torchvision python3-networkx)
+  packages+=(python3 python3-jsonschema python3-torch python3-torchvision python3-networkx chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do

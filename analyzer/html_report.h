@@ -1,0 +1,63 @@
+// `memplan report --html`: one self-contained HTML page (inline CSS and SVG,
+// no scripts, no network) with the predicted memory over time stacked by
+// tensor kind, the peak, what is alive at the peak, the plan's recompute list
+// and, from a `memplan profile --json` report, the measured peak. Pure: the
+// page is a string, the same bytes for the same input.
+#ifndef MEMPLAN_ANALYZER_HTML_REPORT_H_
+#define MEMPLAN_ANALYZER_HTML_REPORT_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/plan.h"
+
+namespace memplan {
+
+// What a memplan.report/1 of command "profile" measured.
+struct MeasuredProfile {
+  std::string file;
+  int64_t peak_bytes = 0;
+  int peak_step = -1;  // -1: the resident set
+  int64_t steps = -1;  // /program/steps; -1: not given
+  std::string backend, device_name, source;
+  // Live bytes while each step runs (a "measured_during" array with one
+  // entry per step); empty when the report has none, as reports of this
+  // version do: the page then draws only the measured peak.
+  std::vector<int64_t> during;
+};
+
+// Errors read "FILE: POINTER: found ...; expected ...".
+bool ParseProfileReport(const std::string& text, const std::string& file, MeasuredProfile* out,
+                        std::string* err);
+bool LoadProfileReport(const std::string& path, MeasuredProfile* out, std::string* err);
+
+// Live bytes per tensor kind while each step runs, from the simulator's
+// buffer intervals plus each run step's workspace (counted as temporary).
+// Row s sums to sim.live_during[s].
+std::vector<std::array<int64_t, kNumTensorKinds>> LiveBytesByKind(const Graph& g,
+                                                                  const Program& program,
+                                                                  const SimResult& sim);
+
+struct HtmlReportInput {
+  const JointGraph* jg = nullptr;
+  const Program* program = nullptr;
+  const SimResult* sim = nullptr;  // simulated with collect_live_at_peak
+  std::string program_label;       // e.g. "baseline, accumulation inplace"
+  const Plan* plan = nullptr;      // optional: its recompute list is listed
+  std::string plan_file;
+  const MeasuredProfile* measured = nullptr;  // optional
+  int top = 20;                               // rows of the live-at-peak table
+  int max_columns = 1200;                     // chart columns (steps are bucketed beyond)
+};
+
+// Elements carry data-* attributes with the numbers drawn: the peak group
+// (#peak: data-step, data-op, data-bytes), each band (data-kind,
+// data-peak-bytes: its bytes at the peak step) and the measured peak line.
+bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string* err);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_HTML_REPORT_H_
