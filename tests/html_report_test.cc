@@ -10,6 +10,7 @@
 
 #include "analyzer/analysis.h"
 #include "analyzer/report.h"
+#include "tests/test_util.h"
 
 namespace memplan {
 namespace {
@@ -241,6 +242,46 @@ TEST_CASE("html report: profile report errors name the file, the pointer and wha
     CAPTURE(err);
     CHECK(err.rfind(c.message, 0) == 0);
   }
+}
+
+TEST_CASE("html report: names are escaped, the plan's recompute list is shown") {
+  JointGraph jg;
+  jg.file = "odd<&>.json";
+  jg.graph = testing::MustLower(R"({"format": "memplan.graph/1", "name": "n<a>me", "tensors": [
+    {"id": "x", "shape": [2, 3], "dtype": "float32", "kind": "input"},
+    {"id": "w&'q'", "shape": [3, 3], "dtype": "float32", "kind": "parameter"},
+    {"id": "h<1>", "shape": [2, 3], "dtype": "float32"},
+    {"id": "r\"2\"", "shape": [2, 3], "dtype": "float32"},
+    {"id": "l", "shape": [], "dtype": "float32"}],
+   "ops": [
+    {"id": "fc<", "type": "linear", "inputs": ["x", "w&'q'"], "outputs": ["h<1>"],
+     "scope": "b</td>"},
+    {"id": "act", "type": "relu", "inputs": ["h<1>"], "outputs": ["r\"2\""]},
+    {"id": "loss", "type": "sum", "inputs": ["r\"2\""], "outputs": ["l"]}],
+   "outputs": ["l"]})");
+  Analysis a;
+  std::string err;
+  REQUIRE(AnalyzeBaseline(jg.graph, AccumulationMode::kInplace, &a, &err));
+  Plan plan;
+  plan.recomputed = {jg.graph.FindTensor("h<1>")};
+  plan.modules = {"b</td>"};
+  HtmlReportInput in;
+  in.jg = &jg;
+  in.program = &a.program;
+  in.sim = &a.sim;
+  in.program_label = "plan <p>";
+  in.plan = &plan;
+  in.plan_file = "p<>.json";
+  std::string html;
+  REQUIRE(RenderHtmlReport(in, &html, &err));
+  CHECK(TagError(html) == "");
+  CHECK(html.find("h<1>") == std::string::npos);
+  CHECK(html.find("b</td>") == std::string::npos);
+  CHECK(html.find("<table id=\"recomputed\">") != std::string::npos);
+  CHECK(html.find("<td>h&lt;1&gt;</td>") != std::string::npos);
+  CHECK(html.find("<li>b&lt;/td&gt;</li>") != std::string::npos);
+  CHECK(html.find("n&lt;a&gt;me") != std::string::npos);
+  CHECK(html.find("p&lt;&gt;.json") != std::string::npos);
 }
 
 }  // namespace

@@ -151,6 +151,12 @@ def main():
         r.check("--profile: measured peak line",
                 '<g id="measured-peak" data-bytes="%d"' % measured in mlp_html)
         r.check("--profile: says only the peak is drawn", 'id="measured-note"' in mlp_html)
+        rc, _, _ = r.run("report", MLP, "--profile", prof, "--html", r.path("mlp2.html"), "-q")
+        r.check("--profile: byte-identical pages",
+                rc == 0 and read_bytes(r.path("mlp.html")) == read_bytes(r.path("mlp2.html")))
+        rc, out, err = r.run("report", GRAPH, "--profile", prof, "--html", r.path("other.html"))
+        r.check("--profile of another program: exit 0 with a warning",
+                rc == 0 and "the profile measured a program of" in err, describe(rc, out, err))
 
         # Bad input: exit 2, naming the file, the pointer and what was expected.
         def bad(name, argv, *needles):
