@@ -6,4 +6,13 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMPLAN_BUILD_TESTS=ON >/dev/null
 cmake --build build -j2
-cd build && ctest --output-on-failure -j2
+(cd build && ctest --output-on-failure -j2)
+
+# Sanitizer stage: the doctest suite and the fuzz regression replays (ctest -L
+# unit) built with ASan + UBSan at -O1 (CMakePresets.json "asan", build-asan/).
+# MEMPLAN_SANITIZERS=0 skips it.
+if [[ "${MEMPLAN_SANITIZERS:-1}" != 0 ]]; then
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j2
+  ctest --preset asan -j2
+fi

@@ -1,0 +1,109 @@
+// libFuzzer target: the graph importer, then what `memplan analyze` does with
+// a graph that parses: lowering (forward-only input), the baseline program
+// under each accumulation mode, its simulation, the lower bound and the
+// reports. Any crash, sanitizer report, hang or broken invariant is a bug;
+// a refused input (false + message) is fine.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/graph_json.h"
+#include "analyzer/lower.h"
+#include "analyzer/program.h"
+#include "analyzer/report.h"
+#include "analyzer/simulator.h"
+
+using namespace memplan;
+
+namespace {
+
+// An invariant: on failure, say which and abort (a finding).
+#define Check(cond)                                                             \
+  do {                                                                          \
+    if (!(cond)) {                                                              \
+      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, \
+                   #cond);                                                      \
+      std::abort();                                                             \
+    }                                                                           \
+  } while (0)
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size > (1 << 20)) return 0;
+  std::string text(reinterpret_cast<const char*>(data), size);
+  Graph input;
+  std::string err;
+  GraphLoadOptions options;
+  if (!ParseGraph(text, "fuzz.json", options, &input, &err)) {
+    Check(!err.empty());
+    return 0;
+  }
+  // Keep one iteration cheap: shapes are tiny, but a graph with many ops
+  // would make lowering and simulation the whole budget.
+  if (input.ops.size() > 2000 || input.tensors.size() > 4000) return 0;
+  JointGraph jg;
+  jg.file = "fuzz.json";
+  jg.input_ops = input.ops.size();
+  jg.input_tensors = input.tensors.size();
+  jg.lowered = !input.joint;
+  if (input.joint) {
+    jg.graph = std::move(input);
+  } else if (!LowerToJoint(std::move(input), &jg.graph, &jg.warnings, &err)) {
+    Check(!err.empty());
+    return 0;
+  }
+  // The joint graph round-trips through the writer and the importer.
+  {
+    std::string written = GraphToJson(jg.graph);
+    Graph again;
+    std::string err2;
+    if (!ParseGraph(written, "written.json", options, &again, &err2)) {
+      std::fprintf(stderr, "written graph does not parse: %s\n", err2.c_str());
+      std::abort();
+    }
+    Check(again.ops.size() == jg.graph.ops.size());
+    Check(again.tensors.size() == jg.graph.tensors.size());
+  }
+  int64_t bound = PeakLowerBound(jg.graph);
+  for (AccumulationMode mode :
+       {AccumulationMode::kInplace, AccumulationMode::kOutOfPlace, AccumulationMode::kDeferred}) {
+    Analysis a;
+    a.accumulation = mode;
+    a.program = BuildBaselineProgram(jg.graph, mode);
+    SimOptions sim_options;
+    std::string sim_err;
+    if (!Simulate(jg.graph, a.program, sim_options, &a.sim, &sim_err)) {
+      Check(!sim_err.empty());
+      continue;
+    }
+    a.lower_bound_bytes = bound;
+    // SimResult invariants (simulator.h).
+    const SimResult& s = a.sim;
+    Check(s.peak_bytes >= 0 && s.start_bytes >= 0 && s.end_bytes >= 0);
+    Check(s.peak_bytes >= s.start_bytes);
+    Check(s.live_during.size() == a.program.steps.size());
+    Check(s.live_after.size() == a.program.steps.size());
+    int64_t peak = s.start_bytes;
+    for (int64_t v : s.live_during) peak = v > peak ? v : peak;
+    Check(peak == s.peak_bytes);
+    if (!s.live_after.empty()) Check(s.live_after.back() == s.end_bytes);
+    int64_t sum = 0, kinds = 0;
+    for (const LiveBuffer& b : s.live_at_peak) sum += b.bytes;
+    for (int64_t v : s.peak_by_kind) kinds += v;
+    Check(sum == s.peak_bytes && kinds == s.peak_bytes);
+    // PeakLowerBound counts each op's inputs and outputs apart, so a program
+    // with in-place takeovers can go below it (known issue: see
+    // tests/fuzz_regressions/known_issues/); the baselines without them must not.
+    if (mode != AccumulationMode::kInplace) Check(bound <= s.peak_bytes);
+    std::string report = AnalyzeReportJson(jg, a, 10);
+    std::string summary = AnalyzeSummary(jg, a, 10);
+    std::string trace = ChromeTraceJson(jg.graph, a.program, a.sim);
+    Check(!report.empty() && !summary.empty() && !trace.empty());
+  }
+  return 0;
+}
