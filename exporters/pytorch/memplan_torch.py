@@ -656,6 +656,8 @@ def hoist_inplace_clones(ops, tensors, overwritten, stats):
                 and len(op["inputs"]) == 1 and op["inputs"][0] in overwritten
                 and len(op["outputs"]) == 1 and "alias_of" not in tensors[op["outputs"][0]]):
             at = overwritten[op["inputs"][0]]
+            if ops[at]["phase"] != "forward":
+                continue  # the in-place op itself is rerun in the backward (min-cut)
             op["phase"] = "forward"
             op["scope"] = ops[at]["scope"]
             tensors[op["outputs"][0]]["kind"] = "activation"
@@ -698,9 +700,10 @@ def fuse_silu_backward(ops, tensors, stats):
         x = op["inputs"][0]
         part = [k]
         made = set(op["outputs"])
-        # Follow the chain in program order: each next op reads only x and parts.
+        # Follow the chain in program order (the next 64 ops): each next op reads
+        # only x and parts.
         j = k + 1
-        while len(part) < len(SILU_BACKWARD_PARTS) and j < len(ops):
+        while len(part) < len(SILU_BACKWARD_PARTS) and j < min(len(ops), k + 64):
             q = ops[j]
             if q["phase"] == "backward" and set(q["inputs"]) <= made | {x} and \
                     set(q["inputs"]) & made:

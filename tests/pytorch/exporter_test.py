@@ -151,6 +151,13 @@ def main():
                               o["type"] == "aten.silu_backward.default" for o in ops) == 2
                           and not any(o["type"] == "aten.sigmoid.default" for o in ops),
                           f"fused {stats['silu_backward_fused']}")
+                    # Under the min-cut partitioner the activations rerun in the backward,
+                    # their clones with them: nothing moves to the forward.
+                    gmc, smc = mt.export(model, inputs, target, name=spec, with_stats=True,
+                                         partition_fn=mt.min_cut_rematerialization_partition)
+                    check(f"{name}: min-cut export keeps recomputed in-place clones backward",
+                          not mt.validate(gmc) and smc["inplace_clones_hoisted"] == 0,
+                          f"hoisted {smc['inplace_clones_hoisted']}")
                 if spec == "models:inplace_shift":
                     # Its eager peak is in the forward, where `h += 1` runs in place.
                     g2 = mt.export(model, inputs, target, name=spec, record_inplace=False)
