@@ -334,23 +334,36 @@ int64_t PeakLowerBound(const Graph& g) {
         work.push_back(g.tensors[t].producer);
     }
   }
+  const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<int> seen_mark(g.tensors.size(), -1);
   int64_t op_max = 0;
+  std::vector<int> takeable;
   for (size_t o = 0; o < g.ops.size(); ++o) {
     if (!needed[o]) continue;
     const Op& op = g.ops[o];
     int64_t sum = op.workspace_bytes;
     auto add = [&](int t) {
       int base = g.tensors[t].base;
-      if (g.IsResidentTensor(base) || seen_mark[base] == int(o)) return;
+      if (g.IsResidentTensor(base) || seen_mark[base] == int(o)) return false;
       seen_mark[base] = static_cast<int>(o);
       sum += g.tensors[base].bytes;
+      return true;
     };
-    for (int t : op.inputs) add(t);
-    for (int t : op.outputs) add(t);
+    // Inputs an output could take over in place (SPEC section 2: not a view,
+    // of the output's size, dead afterwards, so not kept to the end).
+    takeable.clear();
+    for (int t : op.inputs)
+      if (add(t) && !g.IsView(t) && !kept[t]) takeable.push_back(t);
+    for (int t : op.outputs) {
+      if (!add(t) || g.IsView(t)) continue;
+      auto it = std::find_if(takeable.begin(), takeable.end(),
+                             [&](int in) { return g.tensors[in].bytes == g.tensors[t].bytes; });
+      if (it == takeable.end()) continue;
+      sum -= g.tensors[t].bytes;  // the best case: it shares that input's buffer
+      takeable.erase(it);
+    }
     op_max = std::max(op_max, sum);
   }
-  const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<bool> counted(g.tensors.size(), false);
   int64_t end_sum = 0;
   for (size_t t = 0; t < g.tensors.size(); ++t) {

@@ -69,7 +69,8 @@ bool Simulate(const Graph& g, const Program& program, const SimOptions& options,
 // The least peak any valid program of `g` can reach, whatever it recomputes:
 // resident bytes plus the larger of (a) the most that any op needed for the
 // result must hold while it runs (its distinct non-resident input and output
-// buffers plus workspace) and (b) what must be alive at the end.
+// buffers plus workspace, less each output that could take over an input of
+// its size in place) and (b) what must be alive at the end.
 int64_t PeakLowerBound(const Graph& g);
 
 }  // namespace memplan
