@@ -52,9 +52,10 @@ const char* PlanAlgorithmName(PlanAlgorithm a) {
 
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
-                        std::string* err, bool detailed) {
+                        std::string* err, bool detailed, const std::vector<int>* recompute_group) {
   out->keep = keep;
-  out->checkpoint = BuildCheckpointProgram(g, keep, mode);
+  out->checkpoint = recompute_group ? BuildCheckpointProgram(g, keep, mode, *recompute_group)
+                                    : BuildCheckpointProgram(g, keep, mode);
   SimOptions options;
   options.op_cost = costs;
   options.collect_live_at_peak = detailed;
@@ -173,7 +174,7 @@ class Search {
     if (result_->best.sim.live_at_peak.empty()) {
       ScoredPlan detailed;
       if (!ScoreCheckpointSet(g_, result_->best.keep, costs_, options_.accumulation, &detailed,
-                              err_))
+                              err_, /*detailed=*/true, RecomputeGroups()))
         return false;
       result_->best = std::move(detailed);
     }
@@ -214,6 +215,11 @@ class Search {
     }
   }
 
+  // Module granularity: each module's tensors recompute together.
+  const std::vector<int>* RecomputeGroups() const {
+    return options_.granularity == Granularity::kModule ? &group_of_ : nullptr;
+  }
+
   std::vector<bool> KeepVector() const {
     std::vector<bool> keep(g_.tensors.size(), false);
     for (int t : candidates_) keep[t] = group_of_[t] < 0 || kept_[group_of_[t]];
@@ -233,7 +239,8 @@ class Search {
   // it; trials that only ask "does it fit, for how much" do not).
   bool Score(ScoredPlan* out, bool detailed = true) {
     ++result_->evaluations;
-    if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_, detailed))
+    if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_, detailed,
+                            RecomputeGroups()))
       return false;
     if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {
       lowest_ = *out;
@@ -435,7 +442,10 @@ class Search {
 
   // Recompute cost with the current decisions, without simulating.
   double Bound() const {
-    CheckpointProgram cp = BuildCheckpointProgram(g_, KeepVector(), options_.accumulation);
+    const std::vector<int>* groups = RecomputeGroups();
+    CheckpointProgram cp =
+        groups ? BuildCheckpointProgram(g_, KeepVector(), options_.accumulation, *groups)
+               : BuildCheckpointProgram(g_, KeepVector(), options_.accumulation);
     double cost = 0;
     for (int o : cp.recomputed_ops) cost += costs_[o];
     return cost;

@@ -71,7 +71,9 @@ const char* PlanAlgorithmName(PlanAlgorithm a);
 // made inside a scope prefix of module_depth components that no forward op
 // outside it reads (what wrapping the module in torch.utils.checkpoint,
 // Zygote.checkpointed or jax.checkpoint recomputes). Tensors of ops without
-// a scope are always kept at module granularity.
+// a scope are always kept at module granularity. A dropped module is
+// recomputed at once at the backward's first need of one of its tensors, as
+// torch.utils.checkpoint does (checkpoint.h, recompute groups).
 enum class Granularity { kOp, kModule };
 bool ParseGranularity(std::string_view name, Granularity* out);
 
@@ -109,12 +111,14 @@ struct PlanResult {
   bool search_complete = true;
 };
 
-// Scores one checkpoint set. False only if the program is invalid (a bug).
-// Scores one checkpoint set; `detailed` also collects what is alive at the
-// peak (a second replay).
+// Scores one checkpoint set; false only if the program is invalid (a bug).
+// `detailed` also collects what is alive at the peak (a second replay).
+// recompute_group (by tensor, checkpoint.h): recompute each group at once, as
+// torch.utils.checkpoint reruns a whole module; null: on demand.
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
-                        std::string* err, bool detailed = true);
+                        std::string* err, bool detailed = true,
+                        const std::vector<int>* recompute_group = nullptr);
 
 bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions& options,
                      PlanResult* result, std::string* err);
