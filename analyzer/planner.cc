@@ -239,6 +239,7 @@ class Search {
   // it; trials that only ask "does it fit, for how much" do not).
   bool Score(ScoredPlan* out, bool detailed = true) {
     ++result_->evaluations;
+    if (options_.progress) options_.progress(result_->evaluations);
     if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_, detailed,
                             RecomputeGroups()))
       return false;

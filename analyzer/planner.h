@@ -44,6 +44,7 @@
 #define MEMPLAN_ANALYZER_PLANNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ struct PlannerOptions {
   PlanAlgorithm algorithm = PlanAlgorithm::kAuto;  // exact when small enough, else greedy
   Granularity granularity = Granularity::kOp;
   int module_depth = 2;  // "h.0.attn.c_attn" -> module "h.0"
+  // Called after each program the search scores, with the count so far (the
+  // CLI's progress line); may be empty.
+  std::function<void(int64_t programs)> progress;
 };
 
 // A checkpoint set with its program and score.

@@ -1,8 +1,10 @@
 // memplan: a thin table of subcommands over the analyzer library.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -53,6 +55,37 @@ int Error(const std::string& message) {
   std::fflush(stderr);
   std::_Exit(code);
 }
+
+// A progress line on stderr while a plan searches, only when stderr is a
+// terminal (and not --quiet): "memplan: planning: 120 programs simulated, 3 s".
+// Redrawn at most 4 times a second; Clear() erases it.
+class PlanProgress {
+ public:
+  explicit PlanProgress(bool quiet) : enabled_(!quiet && isatty(STDERR_FILENO)) {}
+  void Attach(PlannerOptions* options) {
+    if (!enabled_) return;
+    options->progress = [this](int64_t programs) { Update(programs); };
+  }
+  void Clear() {
+    if (drawn_) std::fputs("\r\033[K", stderr);
+    drawn_ = false;
+  }
+
+ private:
+  void Update(int64_t programs) {
+    auto now = std::chrono::steady_clock::now();
+    if (drawn_ && now - last_ < std::chrono::milliseconds(250)) return;
+    last_ = now;
+    drawn_ = true;
+    double s = std::chrono::duration<double>(now - start_).count();
+    std::fprintf(stderr, "\rmemplan: planning: %lld programs simulated, %.0f s",
+                 static_cast<long long>(programs), s);
+    std::fflush(stderr);
+  }
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_;
+};
 
 bool WriteFile(const std::string& path, const std::string& contents, std::string* err) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -361,15 +394,20 @@ int RunPlan(const PlanFlags& f) {
   std::string graph_bytes;
   if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
   PlanResult result;
-  if (!PlanCheckpoints(jg.graph, budget, options, &result, &err))
-    return Error(f.common.graph + ": " + err);
+  PlanProgress progress(f.quiet);
+  progress.Attach(&options);
+  bool planned = PlanCheckpoints(jg.graph, budget, options, &result, &err);
+  progress.Clear();
+  if (!planned) return Error(f.common.graph + ": " + err);
   Plan plan = MakePlan(jg.graph, Sha256Hex(graph_bytes), budget, options, result);
   std::vector<SweepPoint> sweep;
-  if (f.sweep > 0 &&
-      !SweepBudgets(jg.graph,
-                    SweepRange(result.baseline_peak_bytes, result.lower_bound_bytes, f.sweep),
-                    options, &sweep, &err))
-    return Error(f.common.graph + ": " + err);
+  bool swept = f.sweep == 0 || SweepBudgets(jg.graph,
+                                            SweepRange(result.baseline_peak_bytes,
+                                                       result.lower_bound_bytes, f.sweep),
+                                            options, &sweep, &err);
+  progress.Clear();
+  options.progress = nullptr;
+  if (!swept) return Error(f.common.graph + ": " + err);
   if (!f.out.empty() && !WriteFile(f.out, PlanToJson(jg.graph, plan), &err)) return Error(err);
   if (!f.json.empty() &&
       !WriteFile(f.json, PlanReportJson(jg, options, result, plan, f.top, sweep), &err))

@@ -203,5 +203,19 @@ TEST_CASE("planner: a budget sweep never costs less at a smaller budget") {
   CHECK(sweeps == 20);
 }
 
+TEST_CASE("planner: the progress callback sees every program scored, in order") {
+  Graph g = testing::MustLower(testing::RandomChainGraph(5, 40));
+  PlannerOptions options;
+  std::vector<int64_t> seen;
+  options.progress = [&](int64_t programs) { seen.push_back(programs); };
+  int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+  PlanResult result;
+  std::string err;
+  REQUIRE(PlanCheckpoints(g, baseline * 7 / 10, options, &result, &err));
+  REQUIRE(result.evaluations > 1);
+  REQUIRE(seen.size() == static_cast<size_t>(result.evaluations));
+  for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == static_cast<int64_t>(i) + 1);
+}
+
 }  // namespace
 }  // namespace memplan

@@ -7,6 +7,8 @@ Usage: plan_test.py --memplan PATH
 import argparse
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,6 +102,23 @@ def main():
         c.check("exact on a large graph: exit 2 with the limit", rc == 2 and "at most 22" in err, err)
         rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "1MiB")
         c.check("a budget below the floor: exit 3", rc == 3 and "lowest" in out, out + err)
+        # Progress: on stderr only when it is a terminal, erased when the plan is done.
+        cmd = [memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "110MiB"]
+        rc, out, err = run(*cmd)
+        c.check("progress: nothing on stderr when it is not a terminal", rc == 0 and err == "", err)
+        script = shutil.which("script")
+        c.check("progress: script(1) is installed (bsdutils)", script is not None)
+        if script:
+            line = " ".join(shlex.quote(a) for a in cmd) + " >/dev/null"
+            tty = subprocess.run([script, "-qc", line, "/dev/null"], capture_output=True,
+                                 text=True, cwd=ROOT)
+            c.check("progress: a terminal sees the progress line",
+                    "memplan: planning: 1 programs simulated" in tty.stdout, repr(tty.stdout))
+            c.check("progress: the line is erased at the end", tty.stdout.endswith("\033[K"),
+                    repr(tty.stdout[-40:]))
+            tty = subprocess.run([script, "-qc", line.replace(" >/dev/null", " -q >/dev/null"),
+                                  "/dev/null"], capture_output=True, text=True, cwd=ROOT)
+            c.check("progress: -q silences it", "planning" not in tty.stdout, repr(tty.stdout))
     print(f"{c.passed} passed, {c.failed} failed")
     return 0 if c.failed == 0 else 1
 
