@@ -96,10 +96,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const LiveBuffer& b : s.live_at_peak) sum += b.bytes;
     for (int64_t v : s.peak_by_kind) kinds += v;
     Check(sum == s.peak_bytes && kinds == s.peak_bytes);
-    // PeakLowerBound counts each op's inputs and outputs apart, so a program
-    // with in-place takeovers can go below it (known issue: see
-    // tests/fuzz_regressions/known_issues/); the baselines without them must not.
-    if (mode != AccumulationMode::kInplace) Check(bound <= s.peak_bytes);
+    // No valid program goes below the floor, in-place takeovers included.
+    Check(bound <= s.peak_bytes);
     std::string report = AnalyzeReportJson(jg, a, 10);
     std::string summary = AnalyzeSummary(jg, a, 10);
     std::string trace = ChromeTraceJson(jg.graph, a.program, a.sim);
