@@ -16,22 +16,9 @@
 #include "analyzer/program.h"
 #include "analyzer/report.h"
 #include "analyzer/simulator.h"
+#include "fuzz/fuzz_check.h"
 
 using namespace memplan;
-
-namespace {
-
-// An invariant: on failure, say which and abort (a finding).
-#define Check(cond)                                                             \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                      \
-      std::abort();                                                             \
-    }                                                                           \
-  } while (0)
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > (1 << 20)) return 0;

@@ -16,20 +16,11 @@
 #include "analyzer/plan.h"
 #include "analyzer/simulator.h"
 #include "analyzer/verify_report.h"
+#include "fuzz/fuzz_check.h"
 
 using namespace memplan;
 
 namespace {
-
-// An invariant: on failure, say which and abort (a finding).
-#define Check(cond)                                                             \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                      \
-      std::abort();                                                             \
-    }                                                                           \
-  } while (0)
 
 struct Loaded {
   JointGraph jg;
