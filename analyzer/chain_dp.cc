@@ -271,46 +271,57 @@ bool PlanChain(const Graph& g, int64_t budget_bytes, const std::vector<double>& 
   if (!BuildModel(g, st, op_costs, mode, &M, err)) return false;
   const int m = M.m;
   if (M.start_bytes > budget_bytes) return true;
-  const int max_run = options.max_run > 0 ? options.max_run : m + 1;
   const int64_t B = budget_bytes;
-
   std::vector<std::vector<Point>> fronts(m + 2);
   std::vector<size_t> run_ends;
-  fronts[0].push_back(Point{});
-  for (int k = 1; k <= m + 1; ++k) {
-    std::vector<Point>& out = fronts[k];
-    int64_t max_x = kNone, max_bw = kNone, max_y = kNone;
-    const int top_k = M.last_needed[k - 1];
-    run_ends.clear();
-    for (int j = k - 1; j >= std::max(0, k - 1 - max_run); --j) {
-      // Grow the running maxima to cover stages j+1.. for this j.
-      if (j + 2 <= std::min(k, m))
-        max_x = std::max(max_x, M.fw[j + 2] - M.H[j + 1] + M.hcut[j + 1]);
-      if (j + 1 < k) max_bw = std::max(max_bw, M.bw[j + 1]);
-      if (j + 2 <= top_k) max_y = std::max(max_y, M.H[j + 1] + M.rise[j + 2] + M.nh_cut[j + 1]);
-      if (fronts[j].empty()) continue;
-      const int64_t group = M.H[k - 1] - M.H[j];
-      // A kept cut that no backward op reads stays alive until the run after
-      // it is recomputed from it.
-      const int64_t ex = top_k > j ? M.nh_cut[j] : 0;
-      int64_t terms = M.bw[k] - group + ex;
-      if (j + 1 <= m) terms = std::max(terms, M.fw[j + 1]);
-      if (max_x != kNone) terms = std::max(terms, max_x + M.H[j] + ex);
-      double cost = 0;
-      if (top_k > j) {
-        terms = std::max(terms, max_bw);
-        int64_t y = std::max(max_y, M.H[j] + M.rise[j + 1] + ex);
-        terms = std::max(terms, M.trig[k - 1] - M.H[k - 1] + y);
-        cost = M.C[top_k] - M.C[j];
+  // One round of the DP with runs of at most max_run stages.
+  auto run_dp = [&](int max_run) {
+    for (std::vector<Point>& front : fronts) front.clear();
+    fronts[0].push_back(Point{});
+    for (int k = 1; k <= m + 1; ++k) {
+      std::vector<Point>& out = fronts[k];
+      int64_t max_x = kNone, max_bw = kNone, max_y = kNone;
+      const int top_k = M.last_needed[k - 1];
+      run_ends.clear();
+      for (int j = k - 1; j >= std::max(0, k - 1 - max_run); --j) {
+        // Grow the running maxima to cover stages j+1.. for this j.
+        if (j + 2 <= std::min(k, m))
+          max_x = std::max(max_x, M.fw[j + 2] - M.H[j + 1] + M.hcut[j + 1]);
+        if (j + 1 < k) max_bw = std::max(max_bw, M.bw[j + 1]);
+        if (j + 2 <= top_k) max_y = std::max(max_y, M.H[j + 1] + M.rise[j + 2] + M.nh_cut[j + 1]);
+        if (fronts[j].empty()) continue;
+        const int64_t group = M.H[k - 1] - M.H[j];
+        // A kept cut that no backward op reads stays alive until the run after
+        // it is recomputed from it.
+        const int64_t ex = top_k > j ? M.nh_cut[j] : 0;
+        int64_t terms = M.bw[k] - group + ex;
+        if (j + 1 <= m) terms = std::max(terms, M.fw[j + 1]);
+        if (max_x != kNone) terms = std::max(terms, max_x + M.H[j] + ex);
+        double cost = 0;
+        if (top_k > j) {
+          terms = std::max(terms, max_bw);
+          int64_t y = std::max(max_y, M.H[j] + M.rise[j + 1] + ex);
+          terms = std::max(terms, M.trig[k - 1] - M.H[k - 1] + y);
+          cost = M.C[top_k] - M.C[j];
+        }
+        const int64_t need = terms - B;  // D_j >= need
+        const std::vector<Point>& in = fronts[j];
+        // Sorted by dropped bytes, most first: the valid points are a prefix.
+        for (size_t p = 0; p < in.size() && in[p].dropped >= need; ++p)
+          out.push_back(
+              Point{in[p].dropped + group - ex, in[p].cost + cost, j, static_cast<int>(p)});
+        run_ends.push_back(out.size());
       }
-      const int64_t need = terms - B;  // D_j >= need
-      const std::vector<Point>& in = fronts[j];
-      // Sorted by dropped bytes, most first: the valid points are a prefix.
-      for (size_t p = 0; p < in.size() && in[p].dropped >= need; ++p)
-        out.push_back(Point{in[p].dropped + group - ex, in[p].cost + cost, j, static_cast<int>(p)});
-      run_ends.push_back(out.size());
+      Prune(&out, run_ends, options.max_front);
     }
-    Prune(&out, run_ends, options.max_front);
+  };
+  // Without a bound, one round. With one: rounds of max_run, 4x as long,
+  // ..., up to max_run_limit, until a plan fits.
+  int max_run = options.max_run > 0 ? options.max_run : m + 1;
+  const int limit = std::max(max_run, options.max_run_limit);
+  for (;; max_run *= 4) {
+    run_dp(max_run);
+    if (!fronts[m + 1].empty() || max_run * 4 > limit) break;
   }
   if (fronts[m + 1].empty()) return true;
   // The cheapest way to the end: the last point (fronts fall in cost).

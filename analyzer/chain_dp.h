@@ -58,7 +58,10 @@ struct ChainStages {
 ChainStages FindChainStages(const Graph& g, AccumulationMode mode);
 
 struct ChainDpOptions {
-  int max_run = 0;    // L: most stages one run may drop; 0: no bound
+  int max_run = 0;  // L: most stages one run may drop; 0: no bound
+  // With max_run set: if nothing fits, retry with runs 4x as long while they
+  // stay within this (the stage model is built once for all rounds).
+  int max_run_limit = 0;
   int max_front = 0;  // F: most points per Pareto front; 0: no bound
 };
 

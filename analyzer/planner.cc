@@ -414,11 +414,10 @@ class Search {
       // Runs of 4 stages, then 16, 64 if nothing fits; fronts of at most
       // 512 buckets, fewer past 10k stages.
       dp.max_front = static_cast<int>(std::clamp<int64_t>(5000000 / stages, 64, 512));
-      for (dp.max_run = 4; !chain.found && dp.max_run <= 64; dp.max_run *= 4)
-        if (!PlanChain(g_, budget_, costs_, options_.accumulation, dp, &chain, err_)) return false;
-    } else if (!PlanChain(g_, budget_, costs_, options_.accumulation, dp, &chain, err_)) {
-      return false;
+      dp.max_run = 4;
+      dp.max_run_limit = 64;
     }
+    if (!PlanChain(g_, budget_, costs_, options_.accumulation, dp, &chain, err_)) return false;
     if (!chain.found) return true;
     std::vector<bool> saved = kept_;
     for (int t : candidates_) kept_[group_of_[t]] = chain.keep[t];
