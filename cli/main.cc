@@ -162,9 +162,13 @@ bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::st
   return true;
 }
 
-bool ApplyOptimizer(const OptimizerOptions& o, JointGraph* jg, std::string* err) {
+// Loads a graph (lowered if forward-only) and adds the optimizer state and
+// update of --optimizer: the whole training step.
+bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load,
+                   const OptimizerOptions& optimizer, JointGraph* jg, std::string* err) {
+  if (!LoadJointGraph(file, load, jg, err)) return false;
   OptimizerStats stats;
-  if (AddOptimizerState(o, &jg->graph, &stats, err)) return true;
+  if (AddOptimizerState(optimizer, &jg->graph, &stats, err)) return true;
   *err = jg->file + ": " + *err;
   return false;
 }
@@ -188,8 +192,7 @@ int RunAnalyze(const AnalyzeFlags& f) {
   OptimizerOptions optimizer;
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
   JointGraph jg;
-  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
-  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, options, optimizer, &jg, &err)) return Error(err);
   PrintWarnings(jg.warnings);
   Analysis a;
   if (!AnalyzeBaseline(jg.graph, mode, &a, &err)) return Error(f.common.graph + ": " + err);
@@ -311,8 +314,7 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load,
       return Error("--set " + name + ": the micro-batch search sets --batch-symbol " + name +
                    " itself");
   JointGraph jg;
-  if (!LoadJointGraph(f.common.graph, load, &jg, &err)) return Error(err);
-  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, load, optimizer, &jg, &err)) return Error(err);
   PrintWarnings(jg.warnings);
   std::string names;
   bool has_symbol = false;
@@ -327,7 +329,7 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load,
   GraphAtBatch at = [&](int64_t batch, JointGraph* out, std::string* e) {
     GraphLoadOptions o = load;
     o.symbol_overrides.emplace_back(f.batch_symbol, batch);
-    return LoadJointGraph(f.common.graph, o, out, e) && ApplyOptimizer(optimizer, out, e);
+    return LoadStepGraph(f.common.graph, o, optimizer, out, e);
   };
   MicroBatchOptions mo;
   mo.global_batch = f.global_batch;
@@ -378,8 +380,7 @@ int RunPlan(const PlanFlags& f) {
   OptimizerOptions optimizer;
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
   JointGraph jg;
-  if (!LoadJointGraph(f.common.graph, load, &jg, &err)) return Error(err);
-  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, load, optimizer, &jg, &err)) return Error(err);
   PrintWarnings(jg.warnings);
   if (!f.costs.empty()) {
     if (options.cost.objective != Objective::kTime)
@@ -543,8 +544,7 @@ int RunCheck(const CheckFlags& f) {
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
   in.optimizer = OptimizerLabel(optimizer);
   JointGraph jg;
-  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
-  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, options, optimizer, &jg, &err)) return Error(err);
   const Graph& g = jg.graph;
   std::vector<std::string> warnings = jg.warnings;
   if (in.has_baseline && !in.baseline.graph.empty() && in.baseline.graph != g.name)
@@ -606,8 +606,7 @@ int RunReport(const ReportFlags& f) {
   MeasuredProfile measured;
   if (!f.profile.empty() && !LoadProfileReport(f.profile, &measured, &err)) return Error(err);
   JointGraph jg;
-  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
-  if (!ApplyOptimizer(optimizer, &jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, options, optimizer, &jg, &err)) return Error(err);
   std::vector<std::string> warnings = jg.warnings;
   Plan plan;
   Program program;
