@@ -4,6 +4,7 @@
 #include <future>
 
 #include "analyzer/lower.h"
+#include "analyzer/onnx_import.h"
 
 namespace memplan {
 namespace {
@@ -14,18 +15,28 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+bool LoadGraphAnyFormat(const std::string& path, const GraphLoadOptions& options, Graph* graph,
+                        std::vector<std::string>* warnings, std::string* err) {
+  std::string bytes;
+  if (!ReadFile(path, &bytes, err)) return false;
+  const bool json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  // A .json file that does not start with '{' is broken JSON: say so in JSON's words.
+  if (LooksLikeJson(bytes) || json_name) return ParseGraph(bytes, path, options, graph, err);
+  return ImportOnnx(bytes, path, options, graph, warnings, err);
+}
+
 bool LoadJointGraph(const std::string& path, const GraphLoadOptions& options, JointGraph* out,
                     std::string* err) {
   out->file = path;
   auto start = std::chrono::steady_clock::now();
   Graph input;
-  if (!LoadGraphFile(path, options, &input, err)) return false;
+  out->warnings.clear();
+  if (!LoadGraphAnyFormat(path, options, &input, &out->warnings, err)) return false;
   out->parse_seconds = SecondsSince(start);
   start = std::chrono::steady_clock::now();
   out->input_ops = input.ops.size();
   out->input_tensors = input.tensors.size();
   out->lowered = !input.joint;
-  out->warnings.clear();
   if (input.joint) {
     out->graph = std::move(input);
     return true;

@@ -25,6 +25,12 @@ struct JointGraph {
   double lower_seconds = 0;  // wall time of the lowering (0 for joint input)
 };
 
+// Reads a memplan.graph/1 JSON document or an ONNX model (told apart by
+// content: JSON starts with '{' after whitespace; see analyzer/onnx_import.h),
+// into a finalized graph. ONNX import notes go to `warnings`.
+bool LoadGraphAnyFormat(const std::string& path, const GraphLoadOptions& options, Graph* graph,
+                        std::vector<std::string>* warnings, std::string* err);
+
 bool LoadJointGraph(const std::string& path, const GraphLoadOptions& options, JointGraph* out,
                     std::string* err);
 
