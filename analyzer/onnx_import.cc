@@ -958,7 +958,7 @@ class Importer {
     } else if (type == "Gather") {
       auto w = tensor_of_.find(n.input(0));
       if (AttrInt(n, "axis", 0) == 0 && w != tensor_of_.end() &&
-          g_.tensors[w->second].kind == TensorKind::kParameter && !static_.count(n.input(1))) {
+          g_.tensors[w->second].kind == TensorKind::kParameter) {
         op.type = "embedding";
       } else if (static_.count(n.input(1)) && values_.count(n.input(1)) &&
                  values_[n.input(1)].values.size() == 1 && values_[n.input(1)].dims.empty()) {
