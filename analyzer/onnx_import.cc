@@ -361,13 +361,19 @@ class Importer {
         const std::string& name = dim.dim_param();
         if (symbol_value_.count(name)) continue;
         auto it = set.find(name);
-        if (it == set.end())
-          return Fail(fmt::format(
+        int64_t value = 1;
+        if (it != set.end()) {
+          value = it->second;
+        } else {
+          // A default, as a JSON graph's "symbols" gives one (plan --global-batch
+          // sets it itself); said loudly, since a forgotten --set mispredicts.
+          warnings_.push_back(fmt::format(
               "{}: /graph/input/{} (name {}): dimension {} is the symbol {}, which has no value; "
-              "expected --set {}=N",
-              file_, i, Quote(in.name()), d, Quote(name), name));
-        symbol_value_[name] = it->second;
-        g_.symbols.emplace_back(name, it->second);
+              "using {}=1 (expected --set {}=N)",
+              file_, i, Quote(in.name()), d, Quote(name), name, name));
+        }
+        symbol_value_[name] = value;
+        g_.symbols.emplace_back(name, value);
       }
     }
     for (const auto& [name, value] : options_.symbol_overrides) {

@@ -6,7 +6,8 @@
 //     their weights in external data files, which are never opened: only the
 //     dims and data types of initializers are read).
 //  2. Shapes: every symbolic graph-input dimension (`dim_param`) becomes a
-//     graph symbol whose value comes from --set (no value: an error). With
+//     graph symbol whose value comes from --set (no value: 1, with a
+//     warning). With
 //     those values, onnx::shape_inference::InferShapes runs to a fixed point:
 //     between rounds, the small integer tensors that compute shapes
 //     (Constant, Shape, Gather, Concat, Unsqueeze, Cast, arithmetic, Slice)

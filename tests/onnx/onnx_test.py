@@ -12,7 +12,8 @@ CPU):
 * on the CNNs, the ONNX route and the PyTorch exporter's forward style (the
   same lowering from another graph) agree within 2%;
 * detection by content (a .bin name), weights as external data, a missing
-  --set, a truncated file: exit codes and messages.
+  --set (batch 1, a warning), plan --global-batch, a truncated file: exit
+  codes and messages.
 
 Skips (exit 77) when torch, torchvision or onnx is missing, or memplan was
 built without ONNX.   Usage: onnx_test.py --memplan PATH
@@ -186,11 +187,18 @@ def main():
             check("weights in external data: same peak, the data file unread",
                   p.returncode == 0 and json.load(open(ext + ".json"))["peak_bytes"] == cnn_peak
                   and os.path.getsize(ext) < len(data), p.stderr[-300:])
-            p = run(args.memplan, "analyze", cnn_path)
-            check("no --set for a symbolic batch: exit 2, naming the symbol",
-                  p.returncode == 2 and
+            p = run(args.memplan, "analyze", cnn_path, "-q")
+            check("no --set for a symbolic batch: batch=1, with a warning naming the symbol",
+                  p.returncode == 0 and
                   f"{cnn_path}: /graph/input/0 (name \"x\"): dimension 0 is the symbol \"batch\", "
-                  "which has no value; expected --set batch=N" in p.stderr, p.stderr[-300:])
+                  "which has no value; using batch=1 (expected --set batch=N)" in p.stderr,
+                  p.stderr[-300:])
+            p = run(args.memplan, "plan", cnn_path, "--budget", "4MiB", "--global-batch", "16",
+                    "--json", os.path.join(tmp, "mb.json"), "-q")
+            check("plan --global-batch sets the ONNX batch symbol itself",
+                  p.returncode == 0 and
+                  json.load(open(os.path.join(tmp, "mb.json")))["micro_batch"] >= 1,
+                  p.stderr[-300:])
             cut = os.path.join(tmp, "cut.onnx")
             with open(cut, "wb") as f:
                 f.write(data[:len(data) // 3])
