@@ -2,6 +2,7 @@
 #include "analyzer/onnx_import.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
