@@ -149,9 +149,14 @@ class Search {
       if (!ChainSeed()) return false;
       if (!HandWritten()) return false;
     } else {
-      if (!Greedy()) return false;
+      ScoredPlan baseline;
+      if (!Score(&baseline)) return false;
+      result_->baseline_peak_bytes = baseline.sim.peak_bytes;
+      // The seeds first: when one fits, the greedy may stop its drop rounds
+      // early and keep again from the cheapest seed instead.
       if (!HandWritten()) return false;
       if (!ChainSeed()) return false;
+      if (!Greedy(std::move(baseline))) return false;
     }
     // Below the floor nothing fits: no need to search for a cheap set. The
     // least peak is still reported exactly when the sets are few enough to
@@ -256,10 +261,8 @@ class Search {
     return true;
   }
 
-  bool Greedy() {
-    ScoredPlan current;
-    if (!Score(&current)) return false;
-    result_->baseline_peak_bytes = current.sim.peak_bytes;
+  // current: the baseline (every group kept), scored in detail.
+  bool Greedy(ScoredPlan current) {
     const size_t batch_divisor = groups_.size() < 2000 ? 0 : 50;  // one at a time, or 2%
     std::vector<int> dropped;
     double max_cost = 0;
@@ -267,7 +270,23 @@ class Search {
     const double epsilon = max_cost * 1e-9 + 1e-12;
     std::vector<int64_t> bytes_at_peak(groups_.size(), 0);
     std::vector<bool> pinned(groups_.size(), false);
+    // While a seed fits, drop rounds stop after about
+    // options_.greedy_drop_op_replays op runs (tight budgets can take
+    // thousands of rounds of a few groups each).
+    const int64_t max_rounds =
+        std::max<int64_t>(1, options_.greedy_drop_op_replays /
+                                 std::max<int64_t>(1, static_cast<int64_t>(g_.ops.size())));
+    int64_t rounds = 0;
     while (current.sim.peak_bytes > budget_) {
+      if (++rounds > max_rounds && result_->feasible) {
+        // Keep again from the cheapest seed that fits instead.
+        kept_ = GroupsKept(result_->best.keep);
+        current = result_->best;
+        dropped.clear();
+        for (size_t grp = 0; grp < groups_.size(); ++grp)
+          if (!kept_[grp]) dropped.push_back(static_cast<int>(grp));
+        break;
+      }
       std::fill(bytes_at_peak.begin(), bytes_at_peak.end(), 0);
       std::vector<int> touched;
       for (const LiveBuffer& lb : current.sim.live_at_peak) {
@@ -328,9 +347,11 @@ class Search {
       return true;
     }
     // Large graphs: the 2% drop rounds overshoot and most groups fit back,
-    // so try them in batches that double while they fit and halve when
-    // they do not (a batch of one that does not fit is passed over).
-    size_t next = 0, batch = 1;
+    // so try them in batches that double while they fit. After one fails,
+    // binary-search how much of it fits (window: the eligible groups from
+    // `next` known not to fit together), pass over the first group that does
+    // not, then double again.
+    size_t next = 0, batch = 1, window = 0;
     for (size_t trials = 0; trials < max_trials && next < dropped.size(); ++trials) {
       std::vector<int> taken;
       size_t end = next;
@@ -343,16 +364,33 @@ class Search {
       if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current.recompute_cost) {
         current = std::move(trial);
         next = end;
-        batch *= 2;
+        if (window == 0) {
+          batch *= 2;
+        } else {
+          window = window > taken.size() ? window - taken.size() : 1;
+          batch = std::max<size_t>(1, window / 2);
+        }
         continue;
       }
       for (int grp : taken) kept_[grp] = false;
-      if (taken.size() == 1)
+      if (taken.size() == 1) {
         next = end;
-      else
-        batch = taken.size() / 2;
+        window = 0;
+        batch = 1;
+      } else {
+        window = taken.size();
+        batch = window / 2;
+      }
     }
     return true;
+  }
+
+  // By group, from a keep vector by tensor.
+  std::vector<bool> GroupsKept(const std::vector<bool>& keep) const {
+    std::vector<bool> kept(groups_.size(), true);
+    for (int t : candidates_)
+      if (group_of_[t] >= 0 && !keep[t]) kept[group_of_[t]] = false;
+    return kept;
   }
 
   int64_t GroupBytes(int grp) const {

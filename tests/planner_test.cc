@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "analyzer/baselines.h"
 #include "exhaustive.h"
 #include "random_graph.h"
 #include "test_util.h"
@@ -83,6 +84,50 @@ TEST_CASE("planner: greedy plans fit and never beat the optimum") {
     }
   }
   CHECK(checked >= 60);
+}
+
+TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written set that fits") {
+  int graphs = 0, fewer_programs = 0, improved = 0;
+  for (uint32_t seed = 1; graphs < 10 && seed < 400; ++seed) {
+    Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 40));
+    std::vector<double> costs = OpCosts(g, CostModel());
+    std::vector<ScoredPlan> hand_written(4);
+    int64_t least = std::numeric_limits<int64_t>::max();
+    for (int depth = 0; depth <= 3; ++depth) {
+      std::string err;
+      REQUIRE(ScoreCheckpointSet(g, depth == 0 ? SqrtCheckpoints(g) : BlockCheckpoints(g, depth),
+                                 costs, AccumulationMode::kInplace, &hand_written[depth], &err,
+                                 /*detailed=*/false));
+      least = std::min(least, hand_written[depth].sim.peak_bytes);
+    }
+    int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+    if (least >= baseline * 9 / 10) continue;  // no budget only a hand-written set reaches
+    ++graphs;
+    CAPTURE(seed);
+    for (int64_t budget : {least, least + (baseline - least) / 20}) {
+      CAPTURE(budget);
+      double seed_cost = std::numeric_limits<double>::infinity();
+      for (const ScoredPlan& set : hand_written)
+        if (set.sim.peak_bytes <= budget) seed_cost = std::min(seed_cost, set.recompute_cost);
+      PlannerOptions options;
+      options.algorithm = PlanAlgorithm::kGreedy;
+      PlanResult full, capped;
+      std::string err;
+      REQUIRE(PlanCheckpoints(g, budget, options, &full, &err));
+      options.greedy_drop_op_replays = 1;  // one drop round
+      REQUIRE(PlanCheckpoints(g, budget, options, &capped, &err));
+      REQUIRE(capped.feasible);
+      CHECK(capped.best.sim.peak_bytes <= budget);
+      CHECK(capped.best.recompute_cost <= seed_cost);
+      fewer_programs += capped.evaluations < full.evaluations;
+      improved += capped.best.recompute_cost < seed_cost - 1e-9;
+    }
+  }
+  CHECK(graphs == 10);
+  CAPTURE(fewer_programs);
+  CAPTURE(improved);
+  CHECK(fewer_programs >= 15);  // of 20 budgets
+  CHECK(improved >= 3);
 }
 
 TEST_CASE("planner: the examples fit at 70% of their baseline peak") {
