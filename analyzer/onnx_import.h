@@ -29,11 +29,11 @@
 //     adaptive_avg_pool2d; torch's erf GELU (Div, Erf, Add, Mul, Mul) fused
 //     into one gelu, and x * sigmoid(x) into one silu, as eager runs them).
 //     Clip becomes hardtanh, LeakyRelu leaky_relu (both still lowered by the
-//     conservative rule: the table has no row for them). Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Slice,
-//     Split and Expand outputs are views (alias_of), as in eager PyTorch,
-//     except a Reshape / Flatten of a transposed tensor, which copies (eager's
-//     `.contiguous()`). Identity and zero Pad forward their input. Any other
-//     type keeps its ONNX name, so the lowering treats it conservatively and
+//     conservative rule: the table has no row for them). Flatten, Reshape,
+//     Transpose, Squeeze, Unsqueeze, Slice, Split and Expand outputs are
+//     views (alias_of), as in eager PyTorch, except a Reshape / Flatten of a
+//     transposed tensor, which copies (eager's `.contiguous()`). Identity and zero Pad forward
+//     their input. Any other type keeps its ONNX name, so the lowering treats it conservatively and
 //     warns once per type.
 //  5. Loss: a training step needs one. A model whose first output is a float
 //     scalar uses it; otherwise a cross_entropy over that output (as
