@@ -361,17 +361,14 @@ class Importer {
         const std::string& name = dim.dim_param();
         if (symbol_value_.count(name)) continue;
         auto it = set.find(name);
-        int64_t value = 1;
-        if (it != set.end()) {
-          value = it->second;
-        } else {
-          // A default, as a JSON graph's "symbols" gives one (plan --global-batch
-          // sets it itself); said loudly, since a forgotten --set mispredicts.
-          warnings_.push_back(fmt::format(
+        // ONNX gives a named dimension no value (a JSON graph's "symbols"
+        // does): a peak at a guessed batch would be a wrong number.
+        if (it == set.end())
+          return Fail(fmt::format(
               "{}: /graph/input/{} (name {}): dimension {} is the symbol {}, which has no value; "
-              "using {}=1 (expected --set {}=N)",
-              file_, i, Quote(in.name()), d, Quote(name), name, name));
-        }
+              "expected --set {}=N",
+              file_, i, Quote(in.name()), d, Quote(name), name));
+        const int64_t value = it->second;
         symbol_value_[name] = value;
         g_.symbols.emplace_back(name, value);
       }

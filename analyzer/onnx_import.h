@@ -6,9 +6,9 @@
 //     their weights in external data files, which are never opened: only the
 //     dims and data types of initializers are read).
 //  2. Shapes: every symbolic graph-input dimension (`dim_param`) becomes a
-//     graph symbol whose value comes from --set (no value: 1, with a
-//     warning). With
-//     those values, onnx::shape_inference::InferShapes runs to a fixed point:
+//     graph symbol whose value comes from --set (none: an error, as a peak
+//     at a guessed batch would mislead). With those values,
+//     onnx::shape_inference::InferShapes runs to a fixed point:
 //     between rounds, the small integer tensors that compute shapes
 //     (Constant, Shape, Gather, Concat, Unsqueeze, Cast, arithmetic, Slice)
 //     are evaluated here and handed back to inference as initializers, so a
@@ -28,8 +28,8 @@
 //     MaxPool / AveragePool / GlobalAveragePool -> max_pool2d / avg_pool2d /
 //     adaptive_avg_pool2d; torch's erf GELU (Div, Erf, Add, Mul, Mul) fused
 //     into one gelu, and x * sigmoid(x) into one silu, as eager runs them).
-//     Clip becomes hardtanh, LeakyRelu leaky_relu (both still lowered by the
-//     conservative rule: the table has no row for them). Flatten, Reshape,
+//     Clip becomes hardtanh, LeakyRelu leaky_relu (their backward saves the
+//     input). Flatten, Reshape,
 //     Transpose, Squeeze, Unsqueeze, Slice, Split and Expand outputs are
 //     views (alias_of), as in eager PyTorch, except a Reshape / Flatten of a
 //     transposed tensor, which copies (eager's `.contiguous()`). Identity and zero Pad forward

@@ -11,7 +11,7 @@ enum class Family {
   kMatmul,     // linear matmul mm bmm convolution: dX needs W, dW needs X
   kAddmm,      // addmm(bias, a, b)
   kSavesOut,   // relu sigmoid tanh softmax log_softmax
-  kSavesIn,    // gelu silu avg_pool2d adaptive_avg_pool2d
+  kSavesIn,    // gelu silu hardtanh leaky_relu avg_pool2d adaptive_avg_pool2d
   kAdd,        // add
   kSub,        // sub
   kMul,        // mul
@@ -55,6 +55,8 @@ const std::map<std::string, Family, std::less<>>& Families() {
       {"_log_softmax", Family::kSavesOut},
       {"gelu", Family::kSavesIn},
       {"silu", Family::kSavesIn},
+      {"hardtanh", Family::kSavesIn},
+      {"leaky_relu", Family::kSavesIn},
       {"avg_pool2d", Family::kSavesIn},
       {"adaptive_avg_pool2d", Family::kSavesIn},
       {"add", Family::kAdd},

@@ -313,8 +313,15 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load,
     if (name == f.batch_symbol)
       return Error("--set " + name + ": the micro-batch search sets --batch-symbol " + name +
                    " itself");
+  // The first load only lists the symbols: at batch 1, since an ONNX model
+  // gives a named dimension no value of its own. A graph without that symbol
+  // refuses the override: load it as given, to name its symbols below.
+  GraphLoadOptions first = load;
+  first.symbol_overrides.emplace_back(f.batch_symbol, 1);
   JointGraph jg;
-  if (!LoadStepGraph(f.common.graph, load, optimizer, &jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, first, optimizer, &jg, &err) &&
+      !LoadStepGraph(f.common.graph, load, optimizer, &jg, &err))
+    return Error(err);
   PrintWarnings(jg.warnings);
   std::string names;
   bool has_symbol = false;

@@ -368,14 +368,15 @@ TEST_CASE("onnx: Reshape through a Shape subgraph is a view, evaluated at --set 
   CHECK(TensorNamed(g7, "flat").shape[0].value == 7);
 }
 
-TEST_CASE("onnx: symbolic dimensions default to 1 with a warning; unnamed ones are refused") {
+TEST_CASE("onnx: symbolic dimensions need --set; unnamed ones are refused") {
+  CHECK(ImportError(ReshapeModel().Bytes()) ==
+        "m.onnx: /graph/input/0 (name \"x\"): dimension 0 is the symbol \"batch\", which has "
+        "no value; expected --set batch=N");
   std::vector<std::string> warnings;
-  Graph g = MustImport(ReshapeModel(), GraphLoadOptions(), &warnings);
-  CHECK(warnings == std::vector<std::string>{
-                        "m.onnx: /graph/input/0 (name \"x\"): dimension 0 is the symbol \"batch\", "
-                        "which has no value; using batch=1 (expected --set batch=N)"});
-  CHECK(g.symbols == std::vector<std::pair<std::string, int64_t> >{{"batch", 1}});
-  CHECK(TensorNamed(g, "flat").shape[0].value == 1);
+  Graph g = MustImport(ReshapeModel(), Set({{"batch", 3}}), &warnings);
+  CHECK(warnings.empty());
+  CHECK(g.symbols == std::vector<std::pair<std::string, int64_t> >{{"batch", 3}});
+  CHECK(TensorNamed(g, "flat").shape[0].value == 3);
   CHECK(ImportError(ReshapeModel().Bytes(), Set({{"batch", 2}, {"seq", 5}})) ==
         "m.onnx: --set seq: the graph has no symbol \"seq\"; expected one of: batch");
   Model m;

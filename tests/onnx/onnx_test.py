@@ -12,7 +12,7 @@ CPU):
 * on the CNNs, the ONNX route and the PyTorch exporter's forward style (the
   same lowering from another graph) agree within 2%;
 * detection by content (a .bin name), weights as external data, a missing
-  --set (batch 1, a warning), plan --global-batch, a truncated file: exit
+  --set (exit 2), plan --global-batch, a truncated file: exit
   codes and messages.
 
 Skips (exit 77) when torch, torchvision or onnx is missing, or memplan was
@@ -188,10 +188,10 @@ def main():
                   p.returncode == 0 and json.load(open(ext + ".json"))["peak_bytes"] == cnn_peak
                   and os.path.getsize(ext) < len(data), p.stderr[-300:])
             p = run(args.memplan, "analyze", cnn_path, "-q")
-            check("no --set for a symbolic batch: batch=1, with a warning naming the symbol",
-                  p.returncode == 0 and
+            check("no --set for a symbolic batch: exit 2, naming the symbol",
+                  p.returncode == 2 and
                   f"{cnn_path}: /graph/input/0 (name \"x\"): dimension 0 is the symbol \"batch\", "
-                  "which has no value; using batch=1 (expected --set batch=N)" in p.stderr,
+                  "which has no value; expected --set batch=N" in p.stderr,
                   p.stderr[-300:])
             p = run(args.memplan, "plan", cnn_path, "--budget", "4MiB", "--global-batch", "16",
                     "--json", os.path.join(tmp, "mb.json"), "-q")
