@@ -507,6 +507,23 @@ TEST_CASE("onnx: a tensor inference cannot size is named") {
         "them, or export with fixed shapes)");
 }
 
+TEST_CASE("onnx: a crash in ONNX's shape inference is an input error, not memplan's crash") {
+  // libonnx 1.12 reads past a Conv's input dims when the weight has more
+  // (found by fuzz_onnx): inference runs in a child process.
+  Model m;
+  m.Input("x", {1, 3, 8, 8});
+  m.Init("w", {4, 3, 3, 3, 1, 1});
+  m.Node("Conv", {"x", "w"}, {"y"}, "/conv/Conv");
+  m.Output("y");
+  CHECK(ImportError(m.Bytes()) ==
+        "m.onnx: ONNX shape inference crashed on this model (signal 11); expected a "
+        "well-formed model (one that onnx.checker.check_model and "
+        "onnx.shape_inference.infer_shapes accept)");
+  // The same import still works on a well-formed model afterwards.
+  Graph g = MustImport(Mlp(), Set({{"batch", 4}}));
+  CHECK(BytesOfKind(g, TensorKind::kParameter) == (32 * 16 + 32 + 10 * 32 + 10) * 4);
+}
+
 #endif  // MEMPLAN_HAVE_ONNX
 
 }  // namespace
