@@ -265,6 +265,64 @@ std::vector<int64_t> AttrInts(const NodeProto& n, std::string_view name) {
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
+// How an ONNX node's outputs relate to its first data input.
+enum class View {
+  kNone,       // new buffers
+  kView,       // views of it (Split, Slice, Expand, Squeeze, Unsqueeze)
+  kTranspose,  // a view, contiguous only for the identity permutation
+  kReshape,    // a view of a contiguous input, else a copy (eager's .contiguous())
+  kForward,    // the input itself (Identity, zero Pad, a Cast to its own type)
+};
+
+// The ONNX types with a fixed rule: the op table's name, whether only the
+// first input is data (the others are shapes, axes, bounds or ratios), how
+// the outputs relate to it, and whether every output is kept (else only the
+// first; the others must be unused).
+struct OnnxRule {
+  const char* type;
+  bool first_input_only = false;
+  View view = View::kNone;
+  bool all_outputs = false;
+};
+
+const std::map<std::string, OnnxRule, std::less<> >& OnnxRules() {
+  static const auto* rules = new std::map<std::string, OnnxRule, std::less<> >{
+      {"Relu", {"relu"}},
+      {"Sigmoid", {"sigmoid"}},
+      {"Tanh", {"tanh"}},
+      {"Gelu", {"gelu"}},
+      {"Softmax", {"softmax"}},
+      {"LogSoftmax", {"log_softmax"}},
+      {"LeakyRelu", {"leaky_relu"}},
+      {"Clip", {"hardtanh", true}},
+      {"Add", {"add"}},
+      {"Sub", {"sub"}},
+      {"Mul", {"mul"}},
+      {"Div", {"div"}},
+      {"MatMul", {"matmul"}},
+      {"Conv", {"convolution"}},
+      {"ConvTranspose", {"convolution"}},
+      {"BatchNormalization", {"batch_norm"}},
+      {"LayerNormalization", {"layer_norm"}},
+      {"Dropout", {"dropout", true}},
+      {"MaxPool", {"max_pool2d"}},
+      {"AveragePool", {"avg_pool2d"}},
+      {"GlobalAveragePool", {"adaptive_avg_pool2d"}},
+      {"ReduceMean", {"mean", true}},
+      {"ReduceSum", {"sum", true}},
+      {"Concat", {"cat"}},
+      {"Split", {"split", true, View::kView, true}},
+      {"Slice", {"slice", true, View::kView}},
+      {"Expand", {"expand", true, View::kView}},
+      {"Flatten", {"flatten", true, View::kReshape}},
+      {"Reshape", {"reshape", true, View::kReshape}},
+      {"Transpose", {"transpose", false, View::kTranspose}},
+      {"Squeeze", {"squeeze", true, View::kView}},
+      {"Unsqueeze", {"unsqueeze", true, View::kView}},
+  };
+  return *rules;
+}
+
 class Importer {
  public:
   Importer(const std::string& file, const GraphLoadOptions& options, Graph* graph,
@@ -913,7 +971,7 @@ class Importer {
     std::vector<int> data_pos;  // positions of data inputs; empty: all
     std::vector<int> keep_outputs = {0};
     bool all_outputs = false;
-    enum class View { kNone, kView, kTranspose, kReshape, kForward } view = View::kNone;
+    View view = View::kNone;
 
     auto fused = fused_at_.find(i);
     if (fused != fused_at_.end()) {
@@ -928,32 +986,15 @@ class Importer {
       g_.ops.push_back(std::move(op));
       return true;
     }
+    auto rule = OnnxRules().find(type);
     if (!n.domain().empty() && n.domain() != "ai.onnx") {
       op.type = n.domain() + "." + type;
       all_outputs = true;
-    } else if (type == "Relu") {
-      op.type = "relu";
-    } else if (type == "Sigmoid") {
-      op.type = "sigmoid";
-    } else if (type == "Tanh") {
-      op.type = "tanh";
-    } else if (type == "Gelu") {
-      op.type = "gelu";
-    } else if (type == "Softmax") {
-      op.type = "softmax";
-    } else if (type == "LogSoftmax") {
-      op.type = "log_softmax";
-    } else if (type == "LeakyRelu") {
-      op.type = "leaky_relu";
-    } else if (type == "Clip") {
-      op.type = "hardtanh";
-      data_pos = {0};
-    } else if (type == "Add" || type == "Sub" || type == "Mul" || type == "Div") {
-      std::string t = type;
-      t[0] = static_cast<char>(std::tolower(t[0]));
-      op.type = t;
-    } else if (type == "MatMul") {
-      op.type = "matmul";
+    } else if (rule != OnnxRules().end()) {
+      op.type = rule->second.type;
+      if (rule->second.first_input_only) data_pos = {0};
+      view = rule->second.view;
+      all_outputs = rule->second.all_outputs;
     } else if (type == "Gemm") {
       bool ta = AttrInt(n, "transA", 0) != 0, tb = AttrInt(n, "transB", 0) != 0;
       if (!ta && tb) {
@@ -964,50 +1005,6 @@ class Importer {
       } else {
         op.type = "mm";
       }
-    } else if (type == "Conv" || type == "ConvTranspose") {
-      op.type = "convolution";
-    } else if (type == "BatchNormalization") {
-      op.type = "batch_norm";
-    } else if (type == "LayerNormalization") {
-      op.type = "layer_norm";
-    } else if (type == "Dropout") {
-      op.type = "dropout";
-      data_pos = {0};
-    } else if (type == "MaxPool") {
-      op.type = "max_pool2d";
-    } else if (type == "AveragePool") {
-      op.type = "avg_pool2d";
-    } else if (type == "GlobalAveragePool") {
-      op.type = "adaptive_avg_pool2d";
-    } else if (type == "ReduceMean" || type == "ReduceSum") {
-      op.type = type == "ReduceMean" ? "mean" : "sum";
-      data_pos = {0};
-    } else if (type == "Concat") {
-      op.type = "cat";
-    } else if (type == "Split") {
-      op.type = "split";
-      data_pos = {0};
-      all_outputs = true;
-      view = View::kView;
-    } else if (type == "Slice") {
-      op.type = "slice";
-      data_pos = {0};
-      view = View::kView;
-    } else if (type == "Expand") {
-      op.type = "expand";
-      data_pos = {0};
-      view = View::kView;
-    } else if (type == "Flatten" || type == "Reshape") {
-      op.type = type == "Flatten" ? "flatten" : "reshape";
-      data_pos = {0};
-      view = View::kReshape;
-    } else if (type == "Transpose") {
-      op.type = "transpose";
-      view = View::kTranspose;
-    } else if (type == "Squeeze" || type == "Unsqueeze") {
-      op.type = type == "Squeeze" ? "squeeze" : "unsqueeze";
-      data_pos = {0};
-      view = View::kView;
     } else if (type == "Identity") {
       view = View::kForward;
     } else if (type == "Pad") {
@@ -1065,9 +1062,6 @@ class Importer {
       tensor_of_[n.output(0)] = op.inputs[0];
       return true;
     }
-    if (op.type == "embedding" && op.inputs.size() == 2) {
-      // memplan's embedding(weight, indices) is ONNX's Gather(data, indices).
-    }
 
     // Outputs: the mapped ones; any other output must be unused.
     if (all_outputs) {
@@ -1115,10 +1109,10 @@ class Importer {
           }
           const auto& shape = g_.tensors[src].shape;
           if (axis < 0 && axis != -1) axis += static_cast<int64_t>(shape.size());
-          int64_t outer = 1;
+          bool outer_one = axis >= 0;  // every dimension before the axis is 1
           for (int64_t k = 0; k < axis && k < static_cast<int64_t>(shape.size()); ++k)
-            outer *= shape[k].value;
-          c = c && axis >= 0 && outer == 1;
+            outer_one = outer_one && shape[k].value == 1;
+          c = c && outer_one;
         }
         contiguous_[t] = c;
       }
