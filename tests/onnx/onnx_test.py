@@ -42,7 +42,9 @@ except ImportError as e:
     sys.exit(SKIP)
 warnings.filterwarnings("ignore")
 sys.path.insert(0, EXPORTER)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import memplan_torch as mt  # noqa: E402
+from checks import Checks  # noqa: E402
 
 # (model, batch, compare with the forward-style export)
 CASES = [
@@ -50,18 +52,6 @@ CASES = [
     ("models:gpt_small", 4, False),
     ("torchvision:resnet18", 2, True),
 ]
-
-
-class Checks:
-    def __init__(self):
-        self.passed, self.failed = 0, []
-
-    def __call__(self, name, ok, detail=""):
-        print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
-        if ok:
-            self.passed += 1
-        else:
-            self.failed.append(name)
 
 
 def run(binary, *args):

@@ -39,7 +39,9 @@ except ImportError as e:
           "(scripts/install-deps.sh --test)")
     sys.exit(1)
 sys.path.insert(0, EXPORTER)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import memplan_torch as mt  # noqa: E402
+from checks import Checks  # noqa: E402
 
 # (model, batch, per-sample input shape, module depth for plans or None)
 CASES = [
@@ -50,18 +52,6 @@ CASES = [
     ("models:inplace_shift", 512, None, None),
     ("models:act_cnn", 2, None, 2),
 ]
-
-
-class Checks:
-    def __init__(self):
-        self.passed, self.failed = 0, []
-
-    def __call__(self, name, ok, detail=""):
-        print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
-        if ok:
-            self.passed += 1
-        else:
-            self.failed.append(name)
 
 
 def memplan(binary, *args, ok=(0,)):
