@@ -139,10 +139,10 @@ def main():
                 "`workspace_bytes` by replaying its backward graph; an ONNX graph has no backward "
                 "to replay, so the ONNX route (like the exporter's forward style, which predicts "
                 "the same peaks) leaves it out.\n")
-        f.write("\nWarnings printed by memplan:\n\n")
-        for r in rows:
-            for w in r["warnings"]:
-                f.write(f"- {r['model']}: `{w}`\n")
+        warned = [(r["model"], w) for r in rows for w in r["warnings"]]
+        f.write("\nWarnings printed by memplan:" + ("\n\n" if warned else " none.\n"))
+        for model, w in warned:
+            f.write(f"- {model}: `{w}`\n")
     return 0
 
 
