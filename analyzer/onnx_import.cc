@@ -143,6 +143,15 @@ const char* ElemName(int32_t elem) {
 
 // A small static tensor's value (integers and floats as double: exact for
 // shapes, which stay far below 2^53).
+// double -> int64 without undefined behaviour: NaN is 0, values out of
+// range saturate (static values are kept as doubles).
+int64_t SaturatingInt(double x) {
+  if (std::isnan(x)) return 0;
+  if (x >= 9223372036854775807.0) return INT64_MAX;
+  if (x <= -9223372036854775808.0) return INT64_MIN;
+  return static_cast<int64_t>(x);
+}
+
 struct StaticValue {
   int32_t elem = TensorProto::INT64;
   std::vector<int64_t> dims;
@@ -232,7 +241,7 @@ TensorProto ToTensorProto(const std::string& name, const StaticValue& s) {
   for (double x : s.values) {
     switch (s.elem) {
       case TensorProto::INT64:
-        t.add_int64_data(static_cast<int64_t>(x));
+        t.add_int64_data(SaturatingInt(x));
         break;
       case TensorProto::FLOAT:
         t.add_float_data(static_cast<float>(x));
@@ -241,7 +250,8 @@ TensorProto ToTensorProto(const std::string& name, const StaticValue& s) {
         t.add_double_data(x);
         break;
       default:
-        t.add_int32_data(static_cast<int32_t>(x));
+        t.add_int32_data(
+            static_cast<int32_t>(std::clamp<int64_t>(SaturatingInt(x), INT32_MIN, INT32_MAX)));
         break;
     }
   }
@@ -467,8 +477,9 @@ class Importer {
   void FindStatic() {
     for (const auto& t : graph().initializer()) {
       int64_t numel = 1;
-      for (int64_t d : t.dims()) numel *= d;
-      if (!IsFloatElem(t.data_type()) || numel <= 1) static_.insert(t.name());
+      bool huge = false;
+      for (int64_t d : t.dims()) huge = huge || d < 0 || !CheckedMul(numel, d, &numel);
+      if (!IsFloatElem(t.data_type()) || (!huge && numel <= 1)) static_.insert(t.name());
     }
     for (int i = 0; i < graph().node_size(); ++i) {
       const NodeProto& n = graph().node(i);
@@ -553,7 +564,7 @@ class Importer {
         const StaticValue* ax = in(1);
         if (!ax) return false;
         axes.clear();
-        for (double x : ax->values) axes.push_back(static_cast<int64_t>(x));
+        for (double x : ax->values) axes.push_back(SaturatingInt(x));
       }
       out = *a;
       if (type == "Unsqueeze") {
@@ -592,7 +603,7 @@ class Importer {
       out.dims = idx->dims;
       int64_t len = static_cast<int64_t>(a->values.size());
       for (double x : idx->values) {
-        int64_t k = static_cast<int64_t>(x);
+        int64_t k = SaturatingInt(x);
         if (k < 0) k += len;
         if (k < 0 || k >= len) return false;
         out.values.push_back(a->values[k]);
@@ -638,12 +649,12 @@ class Importer {
       int64_t step = 1;
       if (n.input_size() > 4 && !n.input(4).empty()) {
         if (!in(4) || in(4)->values.size() != 1) return false;
-        step = static_cast<int64_t>(in(4)->values[0]);
+        step = SaturatingInt(in(4)->values[0]);
       }
       if (step != 1) return false;
       int64_t len = static_cast<int64_t>(a->values.size());
       auto clampi = [&](double v) {
-        int64_t k = v > 1e18 ? len : (v < -1e18 ? 0 : static_cast<int64_t>(v));
+        int64_t k = v > 1e18 ? len : (v < -1e18 ? 0 : SaturatingInt(v));
         if (k < 0) k += len;
         return std::clamp<int64_t>(k, 0, len);
       };
@@ -654,7 +665,7 @@ class Importer {
     } else if (type == "ConstantOfShape") {
       const StaticValue* a = in(0);
       if (!a) return false;
-      for (double x : a->values) out.dims.push_back(static_cast<int64_t>(x));
+      for (double x : a->values) out.dims.push_back(SaturatingInt(x));
       int64_t numel = NumelOf(out.dims);
       if (numel < 0 || numel > kMaxStaticNumel) return false;
       double v = 0;
@@ -1015,7 +1026,7 @@ class Importer {
         auto it = values_.find(n.input(1));
         known = it != values_.end();
         if (known)
-          for (double p : it->second.values) pads.push_back(static_cast<int64_t>(p));
+          for (double p : it->second.values) pads.push_back(SaturatingInt(p));
       }
       if (known && std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
         view = View::kForward;
@@ -1103,7 +1114,7 @@ class Importer {
             axis = -1;
             auto it = n.input_size() > 3 ? values_.find(n.input(3)) : values_.end();
             if (it != values_.end() && it->second.values.size() == 1)
-              axis = static_cast<int64_t>(it->second.values[0]);
+              axis = SaturatingInt(it->second.values[0]);
             else if (n.input_size() <= 3)
               axis = 0;
           }
