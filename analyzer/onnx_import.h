@@ -69,7 +69,9 @@ bool LooksLikeJson(std::string_view bytes);
 
 // ModelProto bytes (file `file`) -> a finalized forward-only graph.
 // `warnings` gets the importer's notes (e.g. graph outputs left out).
-// Without ONNX support: false, with an error saying so.
+// Without ONNX support: false, with an error saying so. ONNX's shape
+// inference runs in a forked child process (libonnx 1.12 can crash on a
+// malformed model), so call this before starting other threads.
 bool ImportOnnx(const std::string& bytes, const std::string& file, const GraphLoadOptions& options,
                 Graph* graph, std::vector<std::string>* warnings, std::string* err);
 
