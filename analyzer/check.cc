@@ -244,7 +244,7 @@ std::string CheckReportJson(const JointGraph& jg, const CheckInput& in, const Ch
     doc["baseline"] = nullptr;
   }
   doc["warnings"] = warnings;
-  return doc.dump(2) + "\n";
+  return json_util::Dump(doc, 2) + "\n";
 }
 
 std::string GithubEscape(std::string_view s) {

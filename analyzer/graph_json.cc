@@ -115,7 +115,7 @@ std::string ExtraKeys(ObjectView obj, std::initializer_list<const char*> known) 
       if (key == k) return;
     extra[key] = value;  // a sorted object: the same text for any key order
   });
-  return extra.empty() ? std::string() : extra.dump();
+  return extra.empty() ? std::string() : json_util::Dump(extra);
 }
 
 class GraphParser {
@@ -188,7 +188,7 @@ class GraphParser {
     auto it = doc.find("source");
     if (it != doc.end()) {
       if (!it->is_object()) return r_.WrongType("/source", *it, "an object");
-      g_->source = it->dump();
+      g_->source = json_util::Dump(*it);
     }
     return true;
   }
@@ -933,19 +933,20 @@ ojson OpJson(const Graph& g, const Op& op) {
 }  // namespace
 
 void WriteGraphJson(const Graph& g, std::ostream& out) {
-  out << "{\n \"format\": \"memplan.graph/1\",\n \"name\": " << ojson(g.name).dump() << ",\n";
-  if (!g.source.empty()) out << " \"source\": " << ojson::parse(g.source).dump() << ",\n";
+  out << "{\n \"format\": \"memplan.graph/1\",\n \"name\": " << json_util::Dump(ojson(g.name))
+      << ",\n";
+  if (!g.source.empty()) out << " \"source\": " << json_util::Dump(ojson::parse(g.source)) << ",\n";
   ojson symbols = ojson::object();
   for (const auto& [n, v] : g.symbols) symbols[n] = v;
-  out << " \"symbols\": " << symbols.dump() << ",\n \"tensors\": [";
+  out << " \"symbols\": " << json_util::Dump(symbols) << ",\n \"tensors\": [";
   for (size_t t = 0; t < g.tensors.size(); ++t)
-    out << (t ? ",\n  " : "\n  ") << TensorJson(g, g.tensors[t]).dump();
+    out << (t ? ",\n  " : "\n  ") << json_util::Dump(TensorJson(g, g.tensors[t]));
   out << "\n ],\n \"ops\": [";
   for (size_t o = 0; o < g.ops.size(); ++o)
-    out << (o ? ",\n  " : "\n  ") << OpJson(g, g.ops[o]).dump();
+    out << (o ? ",\n  " : "\n  ") << json_util::Dump(OpJson(g, g.ops[o]));
   ojson outputs = ojson::array();
   for (int t : g.outputs) outputs.push_back(g.tensors[t].id);
-  out << "\n ],\n \"outputs\": " << outputs.dump() << "\n}\n";
+  out << "\n ],\n \"outputs\": " << json_util::Dump(outputs) << "\n}\n";
 }
 
 std::string GraphToJson(const Graph& g) {

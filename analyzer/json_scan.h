@@ -33,6 +33,28 @@ inline int HexValue(char c) {
   return -1;
 }
 
+// The length of the one UTF-8 sequence at p (RFC 3629: no overlongs, no
+// surrogates, <= U+10FFFF) that ends by `end`, or 0 if there is none.
+inline int Utf8SequenceLength(const char* p, const char* end) {
+  auto in = [&](int i, unsigned lo, unsigned hi) {
+    if (end - p <= i) return false;
+    unsigned c = static_cast<unsigned char>(p[i]);
+    return c >= lo && c <= hi;
+  };
+  unsigned c = static_cast<unsigned char>(*p);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
+  if (c == 0xE0) return in(1, 0xA0, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
+  if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+    return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) ? 3 : 0;
+  if (c == 0xED) return in(1, 0x80, 0x9F) && in(2, 0x80, 0xBF) ? 3 : 0;
+  if (c == 0xF0) return in(1, 0x90, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+  if (c >= 0xF1 && c <= 0xF3)
+    return in(1, 0x80, 0xBF) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+  if (c == 0xF4) return in(1, 0x80, 0x8F) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+  return 0;
+}
+
 inline void AppendUtf8(uint32_t cp, std::string* out) {
   if (cp < 0x80) {
     out->push_back(static_cast<char>(cp));
@@ -208,39 +230,10 @@ class Scanner {
     }
   }
 
-  // One UTF-8 sequence (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
+  // One non-ASCII UTF-8 sequence.
   bool Utf8() {
-    auto in = [&](int i, unsigned lo, unsigned hi) {
-      if (end_ - p_ <= i) return false;
-      unsigned c = static_cast<unsigned char>(p_[i]);
-      return c >= lo && c <= hi;
-    };
-    unsigned c = static_cast<unsigned char>(*p_);
-    int n;
-    if (c >= 0xC2 && c <= 0xDF) {
-      n = 2;
-      if (!in(1, 0x80, 0xBF)) return false;
-    } else if (c == 0xE0) {
-      n = 3;
-      if (!in(1, 0xA0, 0xBF) || !in(2, 0x80, 0xBF)) return false;
-    } else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) {
-      n = 3;
-      if (!in(1, 0x80, 0xBF) || !in(2, 0x80, 0xBF)) return false;
-    } else if (c == 0xED) {
-      n = 3;
-      if (!in(1, 0x80, 0x9F) || !in(2, 0x80, 0xBF)) return false;
-    } else if (c == 0xF0) {
-      n = 4;
-      if (!in(1, 0x90, 0xBF) || !in(2, 0x80, 0xBF) || !in(3, 0x80, 0xBF)) return false;
-    } else if (c >= 0xF1 && c <= 0xF3) {
-      n = 4;
-      if (!in(1, 0x80, 0xBF) || !in(2, 0x80, 0xBF) || !in(3, 0x80, 0xBF)) return false;
-    } else if (c == 0xF4) {
-      n = 4;
-      if (!in(1, 0x80, 0x8F) || !in(2, 0x80, 0xBF) || !in(3, 0x80, 0xBF)) return false;
-    } else {
-      return false;
-    }
+    int n = Utf8SequenceLength(p_, end_);
+    if (n < 2) return false;
     p_ += n;
     return true;
   }
@@ -252,6 +245,18 @@ class Scanner {
 };
 
 }  // namespace json_scan_internal
+
+// Whether s is UTF-8 text (what a JSON string may hold).
+inline bool IsValidUtf8(std::string_view s) {
+  const char* p = s.data();
+  const char* end = p + s.size();
+  while (p < end) {
+    int n = json_scan_internal::Utf8SequenceLength(p, end);
+    if (n == 0) return false;
+    p += n;
+  }
+  return true;
+}
 
 // Scans `text`, calling sax->null(), boolean(b), number_integer(i),
 // number_unsigned(u), number_float(d, text), string(s), key(s),

@@ -28,16 +28,16 @@ const char* TypeName(const json& j) {
 }
 
 std::string Found(const json& j) {
-  if (j.is_number() || j.is_boolean() || j.is_null()) return j.dump();
+  if (j.is_number() || j.is_boolean() || j.is_null()) return json_util::Dump(j);
   if (j.is_string()) {
     std::string s = j.get<std::string>();
     if (s.size() > 60) s = s.substr(0, 57) + "...";
-    return json(s).dump();
+    return json_util::Dump(json(s));
   }
   return TypeName(j);
 }
 
-std::string Quote(const std::string& s) { return json(s).dump(); }
+std::string Quote(const std::string& s) { return json_util::Dump(json(s)); }
 
 std::string PointerToken(const std::string& key) {
   std::string out;

@@ -22,6 +22,13 @@ bool IsNonNegativeInteger(const nlohmann::json& j);
 // nlohmann's exception text without its "[json.exception...] " prefix.
 std::string ExceptionText(const std::exception& e);
 
+// j.dump(indent), with bytes that are not UTF-8 (a file path may hold any)
+// written as U+FFFD, so that serializing never throws.
+template <class Json>
+std::string Dump(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace memplan::json_util
 
 #endif  // MEMPLAN_ANALYZER_JSON_UTIL_H_

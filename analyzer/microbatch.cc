@@ -6,6 +6,7 @@
 #include <map>
 
 #include "analyzer/cost_model.h"
+#include "analyzer/json_util.h"
 #include "analyzer/report.h"
 #include "analyzer/units.h"
 
@@ -324,7 +325,7 @@ std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_
                       {"step_cost", p.step_cost}});
   doc["evaluated"] = points;
   doc["warnings"] = jg.warnings;
-  return doc.dump(2) + "\n";
+  return json_util::Dump(doc, 2) + "\n";
 }
 
 std::string MicroBatchSummary(const JointGraph& jg, const std::string& batch_symbol,

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "analyzer/json_scan.h"
 #include "analyzer/json_util.h"
 
 #ifdef MEMPLAN_HAVE_ONNX
@@ -393,6 +394,7 @@ class Importer {
       t.clear_double_data();
       t.clear_int32_data();
     }
+    if (!NamesAreUtf8()) return false;
     for (int i = 0; i < graph().node_size(); ++i) {
       const NodeProto& n = graph().node(i);
       for (const auto& in : n.input())
@@ -401,6 +403,40 @@ class Importer {
         if (!out.empty()) producer_[out] = i;
     }
     for (const auto& o : graph().output()) graph_outputs_.insert(o.name());
+    return true;
+  }
+
+  // Names become JSON strings in memplan's outputs: ONNX says they are UTF-8,
+  // and protobuf does not check it.
+  bool NamesAreUtf8() {
+    auto bad = [&](const std::string& where) {
+      return Fail(
+          fmt::format("{}: {}: a name that is not UTF-8 text; expected UTF-8", file_, where));
+    };
+    auto value_infos = [&](const auto& list, const char* key) {
+      for (int k = 0; k < list.size(); ++k) {
+        bool ok = IsValidUtf8(list[k].name());
+        if (list[k].type().has_tensor_type())
+          for (const auto& d : list[k].type().tensor_type().shape().dim())
+            ok = ok && IsValidUtf8(d.dim_param());
+        if (!ok) return bad(fmt::format("/graph/{}/{}", key, k));
+      }
+      return true;
+    };
+    if (!IsValidUtf8(graph().name())) return bad("/graph/name");
+    if (!value_infos(graph().input(), "input") || !value_infos(graph().output(), "output") ||
+        !value_infos(graph().value_info(), "value_info"))
+      return false;
+    for (int k = 0; k < graph().initializer_size(); ++k)
+      if (!IsValidUtf8(graph().initializer(k).name()))
+        return bad(fmt::format("/graph/initializer/{}", k));
+    for (int i = 0; i < graph().node_size(); ++i) {
+      const NodeProto& n = graph().node(i);
+      bool ok = IsValidUtf8(n.name()) && IsValidUtf8(n.op_type()) && IsValidUtf8(n.domain());
+      for (const auto& name : n.input()) ok = ok && IsValidUtf8(name);
+      for (const auto& name : n.output()) ok = ok && IsValidUtf8(name);
+      if (!ok) return bad(fmt::format("/graph/node/{}", i));
+    }
     return true;
   }
 
@@ -784,16 +820,6 @@ class Importer {
     }
     onnx::ModelProto inf = model_;
     auto* gp = inf.mutable_graph();
-    // Inference reads only the dims and types of weights: drop their data.
-    for (auto& t : *gp->mutable_initializer()) {
-      if (static_.count(t.name())) continue;
-      t.clear_raw_data();
-      t.clear_float_data();
-      t.clear_double_data();
-      t.clear_int32_data();
-      t.clear_int64_data();
-      t.clear_uint64_data();
-    }
     for (auto& v : *gp->mutable_input()) Concretize(v.mutable_type());
     for (auto& v : *gp->mutable_output()) Concretize(v.mutable_type());
     for (auto& v : *gp->mutable_value_info()) Concretize(v.mutable_type());
@@ -1209,7 +1235,7 @@ class Importer {
       g_.ops.push_back(std::move(ce));
       g_.outputs = {lt};
     }
-    g_.source = source.dump();
+    g_.source = json_util::Dump(source);
     g_.name = graph().name().empty() ? "onnx" : graph().name();
     return true;
   }

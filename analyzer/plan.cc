@@ -321,7 +321,7 @@ class PlanParser {
 };
 
 // Strings and lists of ids as JSON text, with ", " between elements.
-std::string Str(const std::string& s) { return json(s).dump(); }
+std::string Str(const std::string& s) { return json_util::Dump(json(s)); }
 
 std::string IdList(const Graph& g, const std::vector<int>& tensors) {
   std::string out = "[";
@@ -361,7 +361,8 @@ std::string PlanToJson(const Graph& g, const Plan& plan) {
   out += fmt::format(
       " \"predicted\": {{\"peak_bytes\": {}, \"baseline_peak_bytes\": {}, \"recompute_cost\": "
       "{}, \"cost_unit\": {}}},\n",
-      p.peak_bytes, p.baseline_peak_bytes, json(p.recompute_cost).dump(), Str(p.cost_unit));
+      p.peak_bytes, p.baseline_peak_bytes, json_util::Dump(json(p.recompute_cost)),
+      Str(p.cost_unit));
   out += " \"steps\": [";
   const std::vector<Step>& steps = plan.program.steps;
   for (size_t s = 0; s < steps.size(); ++s) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "analyzer/json_util.h"
 #include "analyzer/report.h"
 #include "analyzer/units.h"
 
@@ -120,7 +121,7 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
     r["sweep"] = points;
   }
   r["warnings"] = jg.warnings;
-  return r.dump(2) + "\n";
+  return json_util::Dump(r, 2) + "\n";
 }
 
 std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,

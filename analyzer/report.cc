@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "analyzer/json_util.h"
 #include "analyzer/units.h"
 
 #ifndef MEMPLAN_VERSION
@@ -102,7 +103,7 @@ std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) 
   r["live_at_peak"] = LiveAtPeakJson(g, sim, top);
   r["live_at_peak_count"] = sim.live_at_peak.size();
   r["warnings"] = jg.warnings;
-  return r.dump(2) + "\n";
+  return json_util::Dump(r, 2) + "\n";
 }
 
 std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
@@ -251,7 +252,7 @@ std::string ChromeTraceJson(const Graph& g, const Program& program, const SimRes
     }
   }
   ojson doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-  return doc.dump() + "\n";
+  return json_util::Dump(doc) + "\n";
 }
 
 }  // namespace memplan

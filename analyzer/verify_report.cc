@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyzer/json_util.h"
 #include "analyzer/report.h"
 #include "analyzer/units.h"
 
@@ -27,7 +28,7 @@ std::string VerifyReportJson(const JointGraph& jg, const std::string& plan_file,
   r["graph_sha256_matches"] = v.sha_matches;
   r["budget_bytes"] = plan.budget_bytes;
   r["within_budget"] = v.within_budget < 0 ? ojson(nullptr) : ojson(v.within_budget == 1);
-  return r.dump(2) + "\n";
+  return json_util::Dump(r, 2) + "\n";
 }
 
 std::string VerifySummary(const JointGraph& jg, const std::string& plan_file, const Plan& plan,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "analyzer/json_util.h"
 #include "analyzer/units.h"
 
 namespace memplan {
@@ -142,7 +143,7 @@ std::string ProfileReportJson(const JointGraph& jg, const ProfiledProgram& p,
   doc["ops"] = ops;
   doc["notes"] = r.notes;
   doc["warnings"] = warnings;
-  return doc.dump(2) + "\n";
+  return json_util::Dump(doc, 2) + "\n";
 }
 
 std::string ProfileSummary(const JointGraph& jg, const ProfiledProgram& p, const ProfileResult& r,
@@ -228,7 +229,7 @@ std::string ProfileCostsJson(const Graph& g, const ProfileResult& r) {
                {"backend", r.backend},
                {"device", r.device_name.empty() ? r.device : r.device_name},
                {"ops", ops}};
-  return doc.dump(2) + "\n";
+  return json_util::Dump(doc, 2) + "\n";
 }
 
 }  // namespace memplan

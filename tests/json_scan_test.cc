@@ -167,3 +167,29 @@ TEST_CASE("json scan: a handler that returns false stops the scan") {
 
 }  // namespace
 }  // namespace memplan
+
+namespace memplan {
+namespace {
+
+TEST_CASE("json scan: IsValidUtf8 accepts what a JSON string may hold and nothing else") {
+  CHECK(IsValidUtf8(""));
+  CHECK(IsValidUtf8("layer1.0/conv"));
+  CHECK(IsValidUtf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));  // é € 😀
+  CHECK(!IsValidUtf8("\xff"));
+  CHECK(!IsValidUtf8("\xc0\xaf"));          // overlong "/"
+  CHECK(!IsValidUtf8("\xed\xa0\x80"));      // a surrogate
+  CHECK(!IsValidUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  CHECK(!IsValidUtf8("ok\xe2\x82"));        // cut short
+  // It agrees with nlohmann's parser on every 2-byte string.
+  for (int a = 0; a < 256; ++a) {
+    for (int b = 0; b < 256; ++b) {
+      std::string s{static_cast<char>(a), static_cast<char>(b)};
+      bool parses = !nlohmann::json::parse("\"" + s + "\"", nullptr, false).is_discarded();
+      bool json_safe = a >= 0x20 && b >= 0x20 && a != '"' && b != '"' && a != '\\' && b != '\\';
+      if (json_safe) CHECK(IsValidUtf8(s) == parses);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace memplan

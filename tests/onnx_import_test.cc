@@ -524,6 +524,23 @@ TEST_CASE("onnx: a crash in ONNX's shape inference is an input error, not mempla
   CHECK(BytesOfKind(g, TensorKind::kParameter) == (32 * 16 + 32 + 10 * 32 + 10) * 4);
 }
 
+TEST_CASE("onnx: a name that is not UTF-8 is an input error (it would not fit in JSON)") {
+  Model m;
+  m.Input("x", {2, 8});
+  m.Init("w", {8, 8});
+  m.Node("MatMul", {"x", "w"}, {"y"}, "/fc\xff/MatMul");
+  m.Output("y");
+  CHECK(ImportError(m.Bytes()) ==
+        "m.onnx: /graph/node/0: a name that is not UTF-8 text; expected UTF-8");
+  Model in;
+  in.Input("x\xc0\xaf", {2, 8});
+  in.Init("w", {8, 8});
+  in.Node("MatMul", {"x\xc0\xaf", "w"}, {"y"});
+  in.Output("y");
+  CHECK(ImportError(in.Bytes()) ==
+        "m.onnx: /graph/input/0: a name that is not UTF-8 text; expected UTF-8");
+}
+
 #endif  // MEMPLAN_HAVE_ONNX
 
 }  // namespace

@@ -88,6 +88,28 @@ def main():
         expect("plan nested 100000 deep", ["verify", MLP, plan],
                [plan + ": nesting deeper than 64 levels"])
 
+        # A path that is not UTF-8 (Linux allows any bytes): the JSON reports
+        # write U+FFFD for the bad byte instead of crashing.
+        odd = os.path.join(tmp.encode(), b"mlp\xff.graph.json")
+        with open(odd, "wb") as f, open(os.path.join(ROOT, MLP), "rb") as src:
+            f.write(src.read())
+        for sub, extra in (("analyze", []), ("plan", ["--budget", "1GiB"]),
+                           ("check", ["--budget", "1GiB"])):
+            report = os.path.join(tmp, sub + ".odd.json")
+            p = subprocess.run([memplan.encode(), sub.encode(), odd, b"--json", report.encode(),
+                                b"-q"] + [a.encode() for a in extra], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+            try:
+                with open(report, encoding="utf-8") as f:
+                    file_field = json.load(f)["graph"]["file"]
+            except (OSError, ValueError, KeyError) as e:
+                file_field = repr(e)
+            if p.returncode == 0 and file_field.endswith("mlp\ufffd.graph.json"):
+                passed += 1
+            else:
+                failed.append("%s of a non-UTF-8 path: exit %d, graph.file %r, stderr %r" %
+                              (sub, p.returncode, file_field, p.stderr[-300:]))
+
     for f in failed:
         print("FAIL " + f)
     print("limits: %d passed, %d failed" % (passed, len(failed)))
