@@ -394,7 +394,7 @@ class Importer {
       t.clear_double_data();
       t.clear_int32_data();
     }
-    if (!NamesAreUtf8()) return false;
+    if (!CheckNames()) return false;
     for (int i = 0; i < graph().node_size(); ++i) {
       const NodeProto& n = graph().node(i);
       for (const auto& in : n.input())
@@ -406,36 +406,44 @@ class Importer {
     return true;
   }
 
-  // Names become JSON strings in memplan's outputs: ONNX says they are UTF-8,
-  // and protobuf does not check it.
-  bool NamesAreUtf8() {
-    auto bad = [&](const std::string& where) {
-      return Fail(
-          fmt::format("{}: {}: a name that is not UTF-8 text; expected UTF-8", file_, where));
+  // Names become tensor ids, op types and JSON strings in memplan's outputs:
+  // UTF-8 (ONNX says so; protobuf does not check it), and not empty where
+  // memplan.graph/1 needs a name.
+  bool CheckNames() {
+    auto bad = [&](const std::string& where, const char* what) {
+      return Fail(fmt::format("{}: {}: {}", file_, where, what));
     };
+    const char* not_utf8 = "a name that is not UTF-8 text; expected UTF-8";
+    const char* empty = "an empty name; expected a name";
     auto value_infos = [&](const auto& list, const char* key) {
       for (int k = 0; k < list.size(); ++k) {
+        const std::string where = fmt::format("/graph/{}/{}", key, k);
+        if (list[k].name().empty()) return bad(where, empty);
         bool ok = IsValidUtf8(list[k].name());
         if (list[k].type().has_tensor_type())
           for (const auto& d : list[k].type().tensor_type().shape().dim())
             ok = ok && IsValidUtf8(d.dim_param());
-        if (!ok) return bad(fmt::format("/graph/{}/{}", key, k));
+        if (!ok) return bad(where, not_utf8);
       }
       return true;
     };
-    if (!IsValidUtf8(graph().name())) return bad("/graph/name");
+    if (!IsValidUtf8(graph().name())) return bad("/graph/name", not_utf8);
     if (!value_infos(graph().input(), "input") || !value_infos(graph().output(), "output") ||
         !value_infos(graph().value_info(), "value_info"))
       return false;
-    for (int k = 0; k < graph().initializer_size(); ++k)
-      if (!IsValidUtf8(graph().initializer(k).name()))
-        return bad(fmt::format("/graph/initializer/{}", k));
+    for (int k = 0; k < graph().initializer_size(); ++k) {
+      const std::string where = fmt::format("/graph/initializer/{}", k);
+      if (graph().initializer(k).name().empty()) return bad(where, empty);
+      if (!IsValidUtf8(graph().initializer(k).name())) return bad(where, not_utf8);
+    }
     for (int i = 0; i < graph().node_size(); ++i) {
       const NodeProto& n = graph().node(i);
       bool ok = IsValidUtf8(n.name()) && IsValidUtf8(n.op_type()) && IsValidUtf8(n.domain());
       for (const auto& name : n.input()) ok = ok && IsValidUtf8(name);
       for (const auto& name : n.output()) ok = ok && IsValidUtf8(name);
-      if (!ok) return bad(fmt::format("/graph/node/{}", i));
+      if (!ok) return bad(fmt::format("/graph/node/{}", i), not_utf8);
+      if (n.op_type().empty())
+        return bad(NodeLoc(i), "an empty op_type; expected an ONNX operator type");
     }
     return true;
   }

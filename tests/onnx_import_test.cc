@@ -541,6 +541,24 @@ TEST_CASE("onnx: a name that is not UTF-8 is an input error (it would not fit in
         "m.onnx: /graph/input/0: a name that is not UTF-8 text; expected UTF-8");
 }
 
+TEST_CASE("onnx: an empty op_type or tensor name is an input error (memplan needs names)") {
+  Model m;
+  m.Input("x", {2, 8});
+  m.Init("w", {8, 8});
+  m.Node("MatMul", {"x", "w"}, {"h"}, "/fc/MatMul");
+  m.Node("", {"h"}, {"y"}, "/Flatten");
+  m.Output("y");
+  CHECK(ImportError(m.Bytes()) ==
+        "m.onnx: /graph/node/1 (name \"/Flatten\"): an empty op_type; expected an ONNX "
+        "operator type");
+  Model e;
+  e.Input("", {2, 8});
+  e.Init("w", {8, 8});
+  e.Node("MatMul", {"", "w"}, {"y"});
+  e.Output("y");
+  CHECK(ImportError(e.Bytes()) == "m.onnx: /graph/input/0: an empty name; expected a name");
+}
+
 #endif  // MEMPLAN_HAVE_ONNX
 
 }  // namespace
