@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -394,7 +395,7 @@ class Importer {
       t.clear_double_data();
       t.clear_int32_data();
     }
-    if (!CheckNames()) return false;
+    if (!CheckNames() || !CheckArity()) return false;
     for (int i = 0; i < graph().node_size(); ++i) {
       const NodeProto& n = graph().node(i);
       for (const auto& in : n.input())
@@ -444,6 +445,33 @@ class Importer {
       if (!ok) return bad(fmt::format("/graph/node/{}", i), not_utf8);
       if (n.op_type().empty())
         return bad(NodeLoc(i), "an empty op_type; expected an ONNX operator type");
+    }
+    return true;
+  }
+
+  // Each node of a type ONNX defines has as many inputs and outputs as its
+  // schema allows at the model's opset (the mapping reads them by position).
+  bool CheckArity() {
+    auto range = [](int lo, int hi) {
+      return hi == std::numeric_limits<int>::max() ? fmt::format("at least {}", lo)
+             : lo == hi                            ? fmt::format("{}", lo)
+                                                   : fmt::format("{} to {}", lo, hi);
+    };
+    for (int i = 0; i < graph().node_size(); ++i) {
+      const NodeProto& n = graph().node(i);
+      const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+      const onnx::OpSchema* schema =
+          onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), domain);
+      if (schema == nullptr) continue;  // unknown: every input and output is data
+      for (bool inputs : {true, false}) {
+        const int count = inputs ? n.input_size() : n.output_size();
+        const int lo = inputs ? schema->min_input() : schema->min_output();
+        const int hi = inputs ? schema->max_input() : schema->max_output();
+        if (count < lo || count > hi)
+          return Fail(fmt::format("{}: {}: {} with {} {}; expected {} (ONNX opset {})", file_,
+                                  NodeLoc(i), n.op_type(), count, inputs ? "inputs" : "outputs",
+                                  range(lo, hi), opset_));
+      }
     }
     return true;
   }

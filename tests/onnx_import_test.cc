@@ -559,6 +559,26 @@ TEST_CASE("onnx: an empty op_type or tensor name is an input error (memplan need
   CHECK(ImportError(e.Bytes()) == "m.onnx: /graph/input/0: an empty name; expected a name");
 }
 
+TEST_CASE("onnx: a node with more or fewer inputs than its schema allows is an input error") {
+  Model m;
+  m.Input("x", {2, 8});
+  m.Init("w", {8, 8});
+  m.Node("MatMul", {"x", "w"}, {"h"}, "/fc/MatMul");
+  m.Node("Gather", {"h"}, {"y"}, "/Gather");
+  m.Output("y");
+  CHECK(ImportError(m.Bytes()) ==
+        "m.onnx: /graph/node/1 (name \"/Gather\"): Gather with 1 inputs; expected 2 (ONNX "
+        "opset 14)");
+  Model c;
+  c.Input("x", {2, 8});
+  c.Init("w", {8, 8});
+  c.Node("MatMul", {"x", "w"}, {"h"}, "/fc/MatMul");
+  c.Node("Concat", {}, {"y"}, "/Concat");
+  c.Output("y");
+  CHECK(ImportError(c.Bytes()).find("Concat with 0 inputs; expected at least 1") !=
+        std::string::npos);
+}
+
 #endif  // MEMPLAN_HAVE_ONNX
 
 }  // namespace
