@@ -1211,8 +1211,18 @@ class Importer {
           file_, Quote(graph().output(k).name()), Quote(first)));
     int out = it->second;
     Tensor& o = g_.tensors[out];
-    int64_t numel = 1;
-    for (const Dim& d : o.shape) numel *= d.value;
+    // Checked: the graph is finalized (and its sizes checked) only later.
+    int64_t numel = 1, rows = 1;
+    bool overflow = false;
+    for (size_t k = 0; k < o.shape.size(); ++k) {
+      overflow = overflow || !CheckedMul(numel, o.shape[k].value, &numel);
+      if (k + 1 < o.shape.size()) overflow = overflow || !CheckedMul(rows, o.shape[k].value, &rows);
+    }
+    if (overflow)
+      return Fail(
+          fmt::format("{}: /graph/output/0 (name {}): more than 2^63-1 elements; "
+                      "expected a tensor whose size fits in 64 bits",
+                      file_, Quote(first)));
     nlohmann::ordered_json source;
     source["framework"] = "onnx";
     source["producer"] = model_.producer_name() +
@@ -1229,8 +1239,6 @@ class Importer {
                         "float logits or a float scalar loss",
                         file_, Quote(first), DTypeName(o.dtype)));
       std::vector<Dim> lead(o.shape.begin(), o.shape.end() - 1);
-      int64_t rows = 1;
-      for (const Dim& d : lead) rows *= d.value;
       Dim classes = o.shape.back();
       DType dt = o.dtype;
       int logits = out;

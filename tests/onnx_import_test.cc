@@ -559,6 +559,16 @@ TEST_CASE("onnx: an empty op_type or tensor name is an input error (memplan need
   CHECK(ImportError(e.Bytes()) == "m.onnx: /graph/input/0: an empty name; expected a name");
 }
 
+TEST_CASE("onnx: an output too large to count is an input error, not an overflow") {
+  Model m;
+  m.Input("x", {int64_t{1} << 40, int64_t{1} << 40});
+  m.Node("Relu", {"x"}, {"y"}, "/Relu");
+  m.Output("y");
+  CHECK(ImportError(m.Bytes()) ==
+        "m.onnx: /graph/output/0 (name \"y\"): more than 2^63-1 elements; expected a tensor "
+        "whose size fits in 64 bits");
+}
+
 TEST_CASE("onnx: a node with more or fewer inputs than its schema allows is an input error") {
   Model m;
   m.Input("x", {2, 8});
