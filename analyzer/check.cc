@@ -201,11 +201,7 @@ std::string CheckReportJson(const JointGraph& jg, const CheckInput& in, const Ch
     if (c.bytes) return ojson(expected ? c.expected_bytes : c.actual_bytes);
     return ojson(expected ? c.expected_text : c.actual_text);
   };
-  ojson doc;
-  doc["format"] = "memplan.report/1";
-  doc["command"] = "check";
-  doc["memplan_version"] = MemplanVersion();
-  doc["graph"] = GraphReportJson(jg);
+  ojson doc = ReportHeader("check", jg);
   ojson symbols = ojson::object();
   for (const auto& [name, v] : jg.graph.symbols) symbols[name] = v;
   doc["symbols"] = symbols;

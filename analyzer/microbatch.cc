@@ -284,11 +284,7 @@ std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_
                                  const PlannerOptions& options, const MicroBatchResult& r) {
   const MicroBatchChoice& c = Chosen(r);
   const BatchPoint* at = c.found ? FindPoint(r, c.micro_batch) : nullptr;
-  ojson doc;
-  doc["format"] = "memplan.report/1";
-  doc["command"] = "plan";
-  doc["memplan_version"] = MemplanVersion();
-  doc["graph"] = GraphReportJson(jg);
+  ojson doc = ReportHeader("plan", jg);
   doc["batch_symbol"] = batch_symbol;
   doc["global_batch"] = r.global_batch;
   doc["budget_bytes"] = r.budget_bytes;

@@ -72,11 +72,7 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
                            const std::vector<SweepPoint>& sweep) {
   const Graph& g = jg.graph;
   const SimResult& sim = result.best.sim;
-  ojson r;
-  r["format"] = "memplan.report/1";
-  r["command"] = "plan";
-  r["memplan_version"] = MemplanVersion();
-  r["graph"] = GraphReportJson(jg);
+  ojson r = ReportHeader("plan", jg);
   r["budget_bytes"] = plan.budget_bytes;
   r["feasible"] = result.feasible;
   r["min_feasible_peak_bytes"] = result.min_feasible_peak_bytes;

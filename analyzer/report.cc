@@ -48,6 +48,15 @@ TensorKind EntryKind(const Graph& g, const LiveBuffer& lb) {
 
 const char* MemplanVersion() { return MEMPLAN_VERSION; }
 
+nlohmann::ordered_json ReportHeader(const char* command, const JointGraph& jg) {
+  nlohmann::ordered_json r;
+  r["format"] = "memplan.report/1";
+  r["command"] = command;
+  r["memplan_version"] = MemplanVersion();
+  r["graph"] = GraphReportJson(jg);
+  return r;
+}
+
 nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
   const Graph& g = jg.graph;
   return {{"name", g.name},
@@ -78,11 +87,7 @@ nlohmann::ordered_json LiveAtPeakJson(const Graph& g, const SimResult& sim, int 
 std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) {
   const Graph& g = jg.graph;
   const SimResult& sim = a.sim;
-  ojson r;
-  r["format"] = "memplan.report/1";
-  r["command"] = "analyze";
-  r["memplan_version"] = MemplanVersion();
-  r["graph"] = GraphReportJson(jg);
+  ojson r = ReportHeader("analyze", jg);
   r["accumulation"] = AccumulationModeName(a.accumulation);
   ojson symbols = ojson::object();
   for (const auto& [name, value] : g.symbols) symbols[name] = value;

@@ -15,6 +15,9 @@ const char* MemplanVersion();
 
 // The "graph" object every report carries.
 nlohmann::ordered_json GraphReportJson(const JointGraph& jg);
+// What every memplan.report/1 starts with: format, command, memplan_version
+// and graph, in that order.
+nlohmann::ordered_json ReportHeader(const char* command, const JointGraph& jg);
 // The `top` largest buffers alive at the peak: tensor, bytes, kind, producer,
 // scope, and held_by when only a view of the buffer is alive.
 nlohmann::ordered_json LiveAtPeakJson(const Graph& g, const SimResult& sim, int top);

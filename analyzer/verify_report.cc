@@ -13,11 +13,7 @@ namespace memplan {
 std::string VerifyReportJson(const JointGraph& jg, const std::string& plan_file, const Plan& plan,
                              const Verification& v) {
   using ojson = nlohmann::ordered_json;
-  ojson r;
-  r["format"] = "memplan.report/1";
-  r["command"] = "verify";
-  r["memplan_version"] = MemplanVersion();
-  r["graph"] = GraphReportJson(jg);
+  ojson r = ReportHeader("verify", jg);
   r["plan"] = plan_file;
   r["valid"] = v.valid;
   r["error"] = v.valid ? ojson(nullptr) : ojson(v.error);

@@ -75,11 +75,7 @@ std::string ProfileReportJson(const JointGraph& jg, const ProfiledProgram& p,
   const Graph& g = jg.graph;
   const SimResult& sim = *p.sim;
   ProfileComparison c = Compare(sim, r);
-  ojson doc;
-  doc["format"] = "memplan.report/1";
-  doc["command"] = "profile";
-  doc["memplan_version"] = MemplanVersion();
-  doc["graph"] = GraphReportJson(jg);
+  ojson doc = ReportHeader("profile", jg);
   doc["program"] = {
       {"source", p.plan_file.empty() ? "baseline" : "plan"},
       {"plan", StringOrNull(p.plan_file)},
