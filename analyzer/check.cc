@@ -77,17 +77,8 @@ bool ParseBaselineReport(const std::string& text, const std::string& file, Basel
                          std::string* err) {
   using json_util::Found;
   nlohmann::json doc;
-  if (!CheckJsonDepth(text, kMaxJsonDepth, err)) {
-    *err = file + ": " + *err;
+  if (!json_util::ParseJsonFile(text, file, "a memplan.report/1 JSON report", &doc, err))
     return false;
-  }
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    *err = fmt::format("{}: not JSON ({}); expected a memplan.report/1 JSON report", file,
-                       json_util::ExceptionText(e));
-    return false;
-  }
   if (!doc.is_object()) {
     *err =
         fmt::format("{}: (root): found {}; expected a memplan.report/1 object", file, Found(doc));

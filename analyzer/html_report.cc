@@ -125,17 +125,9 @@ std::string Pt(double x, double y) { return fmt::format("{:.1f},{:.1f}", x, y); 
 bool ParseProfileReport(const std::string& text, const std::string& file, MeasuredProfile* out,
                         std::string* err) {
   nlohmann::json doc;
-  if (!CheckJsonDepth(text, kMaxJsonDepth, err)) {
-    *err = file + ": " + *err;
+  if (!json_util::ParseJsonFile(text, file, "a memplan.report/1 report of memplan profile", &doc,
+                                err))
     return false;
-  }
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    *err = fmt::format("{}: not JSON ({}); expected a memplan.report/1 report of memplan profile",
-                       file, json_util::ExceptionText(e));
-    return false;
-  }
   auto fail = [&](const std::string& pointer, const nlohmann::json* found,
                   const std::string& expected) {
     *err = fmt::format("{}: {}: found {}; expected {}", file, pointer,

@@ -1,6 +1,10 @@
 #include "analyzer/json_util.h"
 
+#include <fmt/format.h>
+
 #include <cstdint>
+
+#include "analyzer/graph_json.h"
 
 namespace memplan::json_util {
 
@@ -62,6 +66,21 @@ std::string ExceptionText(const std::exception& e) {
   std::string what = e.what();
   size_t close = what.find("] ");
   return close == std::string::npos ? what : what.substr(close + 2);
+}
+
+bool ParseJsonFile(const std::string& text, const std::string& file, const std::string& expected,
+                   json* doc, std::string* err) {
+  if (!CheckJsonDepth(text, kMaxJsonDepth, err)) {
+    *err = file + ": " + *err;
+    return false;
+  }
+  try {
+    *doc = json::parse(text);
+  } catch (const std::exception& e) {
+    *err = fmt::format("{}: not JSON ({}); expected {}", file, ExceptionText(e), expected);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace memplan::json_util

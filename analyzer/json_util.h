@@ -22,6 +22,12 @@ bool IsNonNegativeInteger(const nlohmann::json& j);
 // nlohmann's exception text without its "[json.exception...] " prefix.
 std::string ExceptionText(const std::exception& e);
 
+// Parses `text` (file `file`) after refusing nesting deeper than
+// kMaxJsonDepth. Errors: "FILE: <the depth error>" or "FILE: not JSON (<why>);
+// expected <expected>".
+bool ParseJsonFile(const std::string& text, const std::string& file, const std::string& expected,
+                   nlohmann::json* doc, std::string* err);
+
 // j.dump(indent), with bytes that are not UTF-8 (a file path may hold any)
 // written as U+FFFD, so that serializing never throws.
 template <class Json>
