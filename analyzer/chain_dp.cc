@@ -263,8 +263,13 @@ void Prune(std::vector<Point>* front, const std::vector<size_t>& run_ends, int m
 bool PlanChain(const Graph& g, int64_t budget_bytes, const std::vector<double>& op_costs,
                AccumulationMode mode, const ChainDpOptions& options, ChainPlan* plan,
                std::string* err) {
+  return PlanChain(g, FindChainStages(g, mode), budget_bytes, op_costs, mode, options, plan, err);
+}
+
+bool PlanChain(const Graph& g, const ChainStages& st, int64_t budget_bytes,
+               const std::vector<double>& op_costs, AccumulationMode mode,
+               const ChainDpOptions& options, ChainPlan* plan, std::string* err) {
   *plan = ChainPlan();
-  ChainStages st = FindChainStages(g, mode);
   plan->stages = st.num_stages;
   if (st.num_stages == 0) return true;
   StageModel M;

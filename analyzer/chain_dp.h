@@ -82,6 +82,10 @@ struct ChainPlan {
 bool PlanChain(const Graph& g, int64_t budget_bytes, const std::vector<double>& op_costs,
                AccumulationMode mode, const ChainDpOptions& options, ChainPlan* plan,
                std::string* err);
+// The same with the stages FindChainStages(g, mode) already found.
+bool PlanChain(const Graph& g, const ChainStages& stages, int64_t budget_bytes,
+               const std::vector<double>& op_costs, AccumulationMode mode,
+               const ChainDpOptions& options, ChainPlan* plan, std::string* err);
 
 // The model's peak and cost for a set that keeps or drops whole stages (a
 // stage counts as kept when its first candidate is). For tests: on op chains

@@ -455,7 +455,8 @@ class Search {
       dp.max_run = 4;
       dp.max_run_limit = 64;
     }
-    if (!PlanChain(g_, budget_, costs_, options_.accumulation, dp, &chain, err_)) return false;
+    if (!PlanChain(g_, Stages(), budget_, costs_, options_.accumulation, dp, &chain, err_))
+      return false;
     if (!chain.found) return true;
     std::vector<bool> saved = kept_;
     for (int t : candidates_) kept_[group_of_[t]] = chain.keep[t];
