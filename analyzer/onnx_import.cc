@@ -912,17 +912,14 @@ class Importer {
     return true;
   }
 
-  std::string UniqueTensorId(const std::string& id) {
+  // id, or id~1, id~2, ... : the first not in `used`, which then holds it.
+  static std::string Unique(const std::string& id, std::unordered_set<std::string>* used) {
     std::string candidate = id;
-    for (int k = 1; !tensor_ids_.insert(candidate).second; ++k)
-      candidate = fmt::format("{}~{}", id, k);
+    for (int k = 1; !used->insert(candidate).second; ++k) candidate = fmt::format("{}~{}", id, k);
     return candidate;
   }
-  std::string UniqueOpId(const std::string& id) {
-    std::string candidate = id;
-    for (int k = 1; !op_ids_.insert(candidate).second; ++k) candidate = fmt::format("{}~{}", id, k);
-    return candidate;
-  }
+  std::string UniqueTensorId(const std::string& id) { return Unique(id, &tensor_ids_); }
+  std::string UniqueOpId(const std::string& id) { return Unique(id, &op_ids_); }
 
   bool Emit() {
     // Graph inputs, with their symbolic dimensions kept.
