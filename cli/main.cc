@@ -30,6 +30,7 @@
 #include "analyzer/simulator.h"
 #include "analyzer/units.h"
 #include "analyzer/verify_report.h"
+#include "cli/commands.h"
 #include "profiler/profile.h"
 #include "profiler/profile_report.h"
 
@@ -891,6 +892,8 @@ int Main(int argc, char** argv) {
       "  memplan profile examples/mlp.graph.json --backend cpu --json p.json\n"
       "  memplan report examples/mlp.graph.json --profile p.json --html mlp.html");
   rp->callback([&] { rc = RunReport(report); });
+
+  AddDoctorCommand(&app, &rc);
 
   if (argc >= 2 && argv[1][0] != '-') {
     std::string name = argv[1];

@@ -69,13 +69,17 @@ class Backend {
   // Waits for all work. After it, LastOpUs is the time of the last RunOp.
   virtual bool Sync(std::string* err) = 0;
   virtual double LastOpUs() const = 0;
-  // A monotonic clock, in microseconds.
-  virtual double NowUs() = 0;
+  // A monotonic clock, in integer nanoseconds.
+  virtual int64_t NowNs() = 0;
   // Bytes allocated through this backend (allocation level).
   virtual AllocationCounter& Counter() = 0;
   // Device memory in use as the driver sees it; false when there is no
   // such notion (the CPU backend).
   virtual bool DeviceUsedBytes(int64_t* used) { return false; }
+  // Runs each kind of work once (allocate, fill, an op, free) so that lazy
+  // initialisation (module loading, the profiler's buffers) happens before a
+  // measurement starts. The allocation counter is left as it was.
+  virtual bool WarmUp(std::string* err) { return true; }
 };
 
 // Hooks around each step, for profilers that tag device activity by step

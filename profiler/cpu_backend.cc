@@ -54,7 +54,7 @@ bool CpuBackend::Fill(void* ptr, int64_t bytes, std::string* err) {
 }
 
 bool CpuBackend::RunOp(const OpLaunch& launch, std::string* err) {
-  double t0 = NowUs();
+  int64_t t0 = NowNs();
   uint64_t sum = 0;
   if (options_.touch) {
     for (const Operand& in : launch.inputs) sum += Sum(in.ptr, in.bytes);
@@ -66,13 +66,13 @@ bool CpuBackend::RunOp(const OpLaunch& launch, std::string* err) {
       std::memset(launch.workspace.ptr, value, static_cast<size_t>(launch.workspace.bytes));
   }
   checksum_ += sum;
-  last_op_us_ = NowUs() - t0;
+  last_op_us_ = static_cast<double>(NowNs() - t0) / 1000.0;
   return true;
 }
 
-double CpuBackend::NowUs() {
+int64_t CpuBackend::NowNs() {
   using namespace std::chrono;
-  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+  return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
 int64_t PhysicalMemoryBytes() {

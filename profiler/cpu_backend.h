@@ -32,7 +32,7 @@ class CpuBackend : public Backend {
   bool RunOp(const OpLaunch& launch, std::string* err) override;
   bool Sync(std::string* err) override { return true; }
   double LastOpUs() const override { return last_op_us_; }
-  double NowUs() override;
+  int64_t NowNs() override;
   AllocationCounter& Counter() override { return counter_; }
 
   // A checksum of everything read, so the reads cannot be optimized away.

@@ -16,9 +16,9 @@ std::string CudaText(cudaError_t e) {
 
 std::string VersionText(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
 
-double SteadyUs() {
+int64_t SteadyNs() {
   using namespace std::chrono;
-  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+  return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
 class CudaBackend : public Backend {
@@ -48,6 +48,8 @@ class CudaBackend : public Backend {
       *ptr = nullptr;
       return Fail(fmt::format("{} of {} bytes", AllocName(), bytes), e, err);
     }
+    if (options_.allocation_log)
+      options_.allocation_log->push_back({reinterpret_cast<uint64_t>(*ptr), bytes});
     return true;
   }
 
@@ -92,8 +94,29 @@ class CudaBackend : public Backend {
   }
 
   double LastOpUs() const override { return last_op_us_; }
-  double NowUs() override { return options_.clock_us ? options_.clock_us() : SteadyUs(); }
+  int64_t NowNs() override { return options_.clock_ns ? options_.clock_ns() : SteadyNs(); }
   AllocationCounter& Counter() override { return counter_; }
+
+  // One allocation of 1 MiB, a fill, one op (read, compute, write) and the
+  // free, synchronized; then cudaMemGetInfo once.
+  bool WarmUp(std::string* err) override {
+    constexpr int64_t kBytes = 1 << 20;
+    void* p = nullptr;
+    if (!Allocate(kBytes, &p, err)) return false;
+    OpLaunch launch;
+    launch.name = "warm-up";
+    launch.inputs.push_back({p, kBytes});
+    launch.outputs.push_back({p, kBytes});
+    launch.flops = 1e6;
+    bool ok = Fill(p, kBytes, err) && RunOp(launch, err) && Sync(err);
+    std::string free_err;
+    bool freed = Free(p, kBytes, &free_err);
+    if (ok && !freed) *err = free_err;
+    ok = ok && freed && Sync(err);
+    int64_t used = 0;
+    DeviceUsedBytes(&used);
+    return ok;
+  }
 
   bool DeviceUsedBytes(int64_t* used) override {
     size_t free_bytes = 0, total = 0;
@@ -144,8 +167,7 @@ bool ProbeCudaDevice(std::string* err) {
   return true;
 }
 
-bool OpenCudaBackend(const CudaBackendOptions& options, std::unique_ptr<Backend>* backend,
-                     CudaDeviceInfo* info, std::string* err) {
+bool DescribeCudaDevice(CudaDeviceInfo* info, std::string* err) {
   if (!ProbeCudaDevice(err)) return false;
   cudaError_t e = cudaSetDevice(0);
   cudaDeviceProp prop{};
@@ -158,6 +180,17 @@ bool OpenCudaBackend(const CudaBackendOptions& options, std::unique_ptr<Backend>
     cudaGetLastError();
     return false;
   }
+  info->device = "cuda:0";
+  info->name = prop.name;
+  info->driver_version = VersionText(driver);
+  info->runtime_version = VersionText(runtime);
+  info->total_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  return true;
+}
+
+bool OpenCudaBackend(const CudaBackendOptions& options, std::unique_ptr<Backend>* backend,
+                     CudaDeviceInfo* info, std::string* err) {
+  if (!DescribeCudaDevice(info, err)) return false;
   if (options.allocator == CudaAllocator::kAsync) {
     int pools = 0;
     cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, 0);
@@ -166,11 +199,6 @@ bool OpenCudaBackend(const CudaBackendOptions& options, std::unique_ptr<Backend>
       return false;
     }
   }
-  info->device = "cuda:0";
-  info->name = prop.name;
-  info->driver_version = VersionText(driver);
-  info->runtime_version = VersionText(runtime);
-  info->total_bytes = static_cast<int64_t>(prop.totalGlobalMem);
   auto b = std::make_unique<CudaBackend>(options);
   if (!b->Init(err)) return false;
   *backend = std::move(b);

@@ -1,6 +1,7 @@
 // The CUDA backend: one device buffer per tensor buffer through cudaMalloc /
 // cudaFree (allocator "default") or cudaMallocAsync / cudaFreeAsync on the
-// backend's one stream (allocator "async"); per op, the kernels of
+// backend's one stream (allocator "async"); WarmUp loads every kernel once;
+// per op, the kernels of
 // kernels/touch.h read every input, write every output and the workspace and
 // spend the op's flops, timed with CUDA events. Only built when
 // MEMPLAN_CUDA_ENABLED; this header needs no CUDA headers.
@@ -10,8 +11,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "profiler/backend.h"
+#include "profiler/cupti_records.h"
 
 namespace memplan {
 
@@ -19,9 +22,12 @@ enum class CudaAllocator { kDefault, kAsync };
 
 struct CudaBackendOptions {
   CudaAllocator allocator = CudaAllocator::kDefault;
-  // The clock NowUs reads (e.g. CUPTI's, to share its time base); null: the
+  // The clock NowNs reads (e.g. CUPTI's, to share its time base); null: the
   // host's steady clock.
-  double (*clock_us)() = nullptr;
+  int64_t (*clock_ns)() = nullptr;
+  // When set, every allocation's address and requested bytes are appended
+  // here in order (to check CUPTI's records against); the warm-up's too.
+  std::vector<RequestedAllocation>* allocation_log = nullptr;
 };
 
 struct CudaDeviceInfo {
@@ -36,7 +42,11 @@ struct CudaDeviceInfo {
 // CUDA error ("no CUDA GPU: ..."). Creates no context.
 bool ProbeCudaDevice(std::string* err);
 
-// Opens device 0 (ProbeCudaDevice first).
+// Device 0's name, memory and the driver's and runtime's versions
+// (ProbeCudaDevice first); creates the context.
+bool DescribeCudaDevice(CudaDeviceInfo* info, std::string* err);
+
+// Opens device 0 (DescribeCudaDevice first).
 bool OpenCudaBackend(const CudaBackendOptions& options, std::unique_ptr<Backend>* backend,
                      CudaDeviceInfo* info, std::string* err);
 

@@ -9,19 +9,27 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "profiler/cupti_api.h"
+
 namespace memplan {
 namespace {
 
 constexpr size_t kBufferBytes = 8 << 20;
 constexpr size_t kAlign = 8;
 constexpr CUpti_ExternalCorrelationKind kExternalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+// RUNTIME and DRIVER: CUPTI writes an external-correlation record only ahead
+// of an API record, so without them no record would carry a step tag.
 constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     CUPTI_ACTIVITY_KIND_MEMORY2,
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
     CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
+
+const CuptiApi* g_api = nullptr;  // set by Start before any callback
 
 // External ids: (repeat + 1) << 32 | (step + 2), so 0 is never used.
 uint64_t EncodeTag(int repeat, int step) {
@@ -36,6 +44,7 @@ struct RawMemory {
   int64_t delta;  // +bytes (allocation) or -bytes (release, as the record says)
   uint64_t address;
   uint32_t correlation;
+  bool async;
 };
 struct RawKernel {
   std::string name;
@@ -50,6 +59,7 @@ struct Sink {
   std::vector<RawKernel> kernels;
   std::unordered_map<uint32_t, uint64_t> external;  // correlation id -> external id
   int64_t dropped = 0;
+  int64_t api_records = 0;
 };
 Sink& TheSink() {
   static Sink* sink = new Sink;
@@ -58,7 +68,7 @@ Sink& TheSink() {
 
 std::string CuptiText(CUptiResult r) {
   const char* s = nullptr;
-  cuptiGetResultString(r, &s);
+  if (g_api) g_api->GetResultString(r, &s);
   return fmt::format("{} ({})", s ? s : "unknown CUPTI error", static_cast<int>(r));
 }
 
@@ -73,16 +83,17 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
   Sink& sink = TheSink();
   std::lock_guard<std::mutex> lock(sink.mu);
   CUpti_Activity* record = nullptr;
-  while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+  while (valid > 0 && g_api->ActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_MEMORY2: {
         auto* m = reinterpret_cast<CUpti_ActivityMemory4*>(record);
         if (m->memoryKind != CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) break;
         int64_t bytes = static_cast<int64_t>(m->bytes);
+        bool async = m->isAsync != 0;
         if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION)
-          sink.memory.push_back({m->timestamp, bytes, m->address, m->correlationId});
+          sink.memory.push_back({m->timestamp, bytes, m->address, m->correlationId, async});
         else if (m->memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE)
-          sink.memory.push_back({m->timestamp, -bytes, m->address, m->correlationId});
+          sink.memory.push_back({m->timestamp, -bytes, m->address, m->correlationId, async});
         break;
       }
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
@@ -106,12 +117,16 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
         if (x->externalKind == kExternalKind) sink.external[x->correlationId] = x->externalId;
         break;
       }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER:
+        ++sink.api_records;
+        break;
       default:
         break;
     }
   }
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+  if (g_api->ActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
     sink.dropped += static_cast<int64_t>(dropped);
   std::free(buffer);
 }
@@ -119,25 +134,29 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
 }  // namespace
 
 bool CuptiCollector::Start(std::string* err) {
+  const CuptiApi* api = LoadCupti(err);
+  if (!api) return false;
+  g_api = api;
+  info_ = {api->library, api->version, api->built_version};
   Sink& sink = TheSink();
   {
     std::lock_guard<std::mutex> lock(sink.mu);
     sink.memory.clear();
     sink.kernels.clear();
     sink.external.clear();
-    sink.dropped = 0;
+    sink.dropped = sink.api_records = 0;
   }
-  CUptiResult r = cuptiActivityRegisterCallbacks(BufferRequested, BufferCompleted);
+  CUptiResult r = api->ActivityRegisterCallbacks(BufferRequested, BufferCompleted);
   if (r != CUPTI_SUCCESS) {
     *err = "CUPTI unavailable: cuptiActivityRegisterCallbacks: " + CuptiText(r);
     return false;
   }
   for (CUpti_ActivityKind kind : kKinds) {
-    r = cuptiActivityEnable(kind);
+    r = api->ActivityEnable(kind);
     if (r != CUPTI_SUCCESS) {
       *err = fmt::format("CUPTI unavailable: cuptiActivityEnable(kind {}): {}",
                          static_cast<int>(kind), CuptiText(r));
-      for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
+      for (CUpti_ActivityKind k : kKinds) api->ActivityDisable(k);
       return false;
     }
   }
@@ -146,12 +165,12 @@ bool CuptiCollector::Start(std::string* err) {
 }
 
 void CuptiCollector::BeginStep(int step) {
-  if (started_) cuptiActivityPushExternalCorrelationId(kExternalKind, EncodeTag(repeat_, step));
+  if (started_) g_api->ActivityPushExternalCorrelationId(kExternalKind, EncodeTag(repeat_, step));
 }
 
 void CuptiCollector::EndStep(int step) {
   uint64_t last = 0;
-  if (started_) cuptiActivityPopExternalCorrelationId(kExternalKind, &last);
+  if (started_) g_api->ActivityPopExternalCorrelationId(kExternalKind, &last);
 }
 
 bool CuptiCollector::Stop(CuptiRecords* out, std::string* err) {
@@ -159,8 +178,8 @@ bool CuptiCollector::Stop(CuptiRecords* out, std::string* err) {
   if (!started_) return true;
   started_ = false;
   cudaError_t e = cudaDeviceSynchronize();
-  CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
+  CUptiResult r = g_api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (CUpti_ActivityKind k : kKinds) g_api->ActivityDisable(k);
   if (e != cudaSuccess) {
     *err = fmt::format("cudaDeviceSynchronize: {}", cudaGetErrorString(e));
     return false;
@@ -191,7 +210,7 @@ bool CuptiCollector::Stop(CuptiRecords* out, std::string* err) {
         allocated.erase(it);
       }
     }
-    out->memory.push_back({m.ts, delta, tag(m.correlation)});
+    out->memory.push_back({m.ts, delta, m.address, m.async, tag(m.correlation)});
     if (out->memory.back().tag.repeat < 0) ++out->untagged_memory;
   }
   for (const RawKernel& k : sink.kernels)
@@ -200,16 +219,18 @@ bool CuptiCollector::Stop(CuptiRecords* out, std::string* err) {
       out->kernels.begin(), out->kernels.end(),
       [](const KernelRecord& a, const KernelRecord& b) { return a.start_ns < b.start_ns; });
   out->dropped = sink.dropped;
+  out->api_records = sink.api_records;
+  out->external_records = static_cast<int64_t>(sink.external.size());
   sink.memory.clear();
   sink.kernels.clear();
   sink.external.clear();
   return true;
 }
 
-double CuptiCollector::NowUs() {
+int64_t CuptiCollector::NowNs() {
   uint64_t ts = 0;
-  cuptiGetTimestamp(&ts);
-  return static_cast<double>(ts) / 1000.0;
+  if (g_api) g_api->GetTimestamp(&ts);
+  return static_cast<int64_t>(ts);
 }
 
 }  // namespace memplan

@@ -1,13 +1,17 @@
 // CUPTI collection for the CUDA backend: the Activity API with MEMORY2
 // (CUpti_ActivityMemory4: every device allocation and release), CONCURRENT_KERNEL,
-// MEMCPY and MEMSET, plus RUNTIME and EXTERNAL_CORRELATION to tag each record
-// with the step that caused it (BeginStep/EndStep push and pop the id). A
-// release record frees what was allocated at its address. Buffers are
-// 8-byte aligned, 8 MiB each; Stop synchronizes the device, then flushes.
-// Dropped records are counted, never hidden.
+// MEMCPY and MEMSET, plus RUNTIME, DRIVER and EXTERNAL_CORRELATION to tag each
+// record with the step that caused it: BeginStep/EndStep push and pop the id,
+// and CUPTI writes an external-correlation record ahead of each runtime or
+// driver API record, whose correlation id the memory and kernel records
+// share (without RUNTIME/DRIVER there would be none). A release record frees
+// what was allocated at its address. Buffers are 8-byte aligned, 8 MiB each;
+// Stop synchronizes the device, then flushes. Dropped records are counted,
+// never hidden.
 //
-// One collector per process at a time (CUPTI's callbacks are global).
-// Only built when MEMPLAN_CUDA_ENABLED; this header needs no CUPTI headers.
+// CUPTI itself is loaded at run time (profiler/cupti_api.h). One collector
+// per process at a time (CUPTI's callbacks are global). Only built when
+// MEMPLAN_CUDA_ENABLED; this header needs no CUPTI headers.
 #ifndef MEMPLAN_PROFILER_CUPTI_COLLECTOR_H_
 #define MEMPLAN_PROFILER_CUPTI_COLLECTOR_H_
 
@@ -16,21 +20,9 @@
 #include <vector>
 
 #include "profiler/backend.h"
+#include "profiler/cupti_records.h"
 
 namespace memplan {
-
-// Which repeat and step a record belongs to; step -1 is the set-up of the
-// resident tensors, repeat -1 an untagged record.
-struct StepTag {
-  int repeat = -1;
-  int step = -1;
-};
-
-struct MemoryRecord {
-  uint64_t ts_ns = 0;
-  int64_t delta = 0;  // +bytes for an allocation, -bytes for a release
-  StepTag tag;
-};
 
 struct KernelRecord {
   std::string name;
@@ -39,19 +31,27 @@ struct KernelRecord {
 };
 
 // Invariants: every vector is sorted by time (memory: ts_ns; kernels and
-// transfers: start_ns).
+// transfers: start_ns); untagged_memory counts the memory records whose tag
+// has repeat -1.
 struct CuptiRecords {
   std::vector<MemoryRecord> memory;   // device memory only
   std::vector<KernelRecord> kernels;  // kernels, memcpys and memsets ("[memset]")
   int64_t dropped = 0;                // records CUPTI could not store
   int64_t untagged_memory = 0;        // memory records without a step tag
+  int64_t api_records = 0;            // runtime and driver API records
+  int64_t external_records = 0;       // external-correlation records of memplan's kind
+};
+
+struct CuptiInfo {
+  std::string library;  // the libcupti loaded
+  uint32_t version = 0, built_version = 0;
 };
 
 class CuptiCollector : public StepObserver {
  public:
-  // Registers the buffer callbacks and enables the activity kinds. Call
-  // before the first CUDA allocation. On failure *err names the CUPTI call
-  // and its result.
+  // Loads CUPTI, registers the buffer callbacks and enables the activity
+  // kinds. Call before the first CUDA allocation. On failure *err starts
+  // with "CUPTI unavailable: " and names the library or the CUPTI call.
   bool Start(std::string* err);
   // Tags what follows with repeat r (0-based).
   void SetRepeat(int r) { repeat_ = r; }
@@ -60,13 +60,16 @@ class CuptiCollector : public StepObserver {
   // cudaDeviceSynchronize, cuptiActivityFlushAll, disables the kinds and
   // returns every record since Start.
   bool Stop(CuptiRecords* out, std::string* err);
+  // Which CUPTI was loaded (after a successful Start).
+  const CuptiInfo& info() const { return info_; }
 
-  // CUPTI's clock (the time base of its records), in microseconds.
-  static double NowUs();
+  // CUPTI's clock (the time base of its records), in integer nanoseconds.
+  static int64_t NowNs();
 
  private:
   int repeat_ = 0;
   bool started_ = false;
+  CuptiInfo info_;
 };
 
 }  // namespace memplan

@@ -28,8 +28,8 @@ class Execution {
     if (!backend_->Sync(&e)) return Fail("start", e, err);
     int64_t used = 0;
     if (backend_->DeviceUsedBytes(&used)) r_->device_base_bytes = r_->device_max_bytes = used;
-    t0_ = backend_->NowUs();
-    r_->t0_us = t0_;
+    t0_ = backend_->NowNs();
+    r_->t0_ns = t0_;
 
     Begin(-1);
     if (!Resident(&e)) return Fail("the resident tensors", e, err);
@@ -44,13 +44,13 @@ class Execution {
       step_ = static_cast<int>(s);
       const Step& step = p_.steps[s];
       counter.ResetWindow();
-      r_->step_begin_us.push_back(backend_->NowUs() - t0_);
+      r_->step_begin_us.push_back(SinceStartUs());
       Begin(step_);
       double op_us = -1;
       bool ok = step.IsRun() ? RunStep(step, &op_us, &e) : FreeStep(step, &e);
       if (!ok) return Fail(Where(), e, err);
       End(step_);
-      r_->step_end_us.push_back(backend_->NowUs() - t0_);
+      r_->step_end_us.push_back(SinceStartUs());
       r_->live_during.push_back(counter.window_peak());
       r_->live_after.push_back(counter.live());
       r_->op_us.push_back(op_us);
@@ -69,7 +69,7 @@ class Execution {
     Begin(step_);
     bool freed = FreeEverything(&e);
     End(step_);
-    r_->wall_us = backend_->NowUs() - t0_;
+    r_->wall_us = SinceStartUs();
     if (!freed) {
       *err = "teardown: " + e;
       return false;
@@ -326,7 +326,8 @@ class Execution {
   ExecResult* r_;
   int step_ = -1;
   bool open_ = false;  // BeginStep called without EndStep
-  double t0_ = 0;
+  int64_t t0_ = 0;
+  double SinceStartUs() { return static_cast<double>(backend_->NowNs() - t0_) / 1000.0; }
   std::vector<Buffer> buffers_;
   std::vector<int> buffer_of_;
 };

@@ -47,7 +47,7 @@ struct ExecResult {
   std::vector<int64_t> live_after;   // per step: bytes when it was done
   std::vector<double> op_us;         // per step: the op's time on the device
   std::vector<double> step_begin_us, step_end_us;
-  double t0_us = 0;    // the backend's clock when the run started
+  int64_t t0_ns = 0;   // the backend's clock when the run started
   double wall_us = 0;  // first allocation to last free
   // Device memory in use (DeviceUsedBytes) before the first allocation and
   // the most seen at any step boundary, or -1 when the backend has none.

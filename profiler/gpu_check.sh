@@ -1,211 +1,279 @@
 #!/usr/bin/env bash
-# GPU check of `memplan profile`: builds Release with CUDA, profiles every
-# bundled example (baseline, and a plan at 70% of the baseline peak) on the
-# cuda backend with both allocators, measures CUPTI's overhead (the same run
-# with and without --no-cupti), and writes one JSON of predicted vs measured
-# per case.
+# The one-shot GPU check: `memplan profile` on the CUDA backend (every bundled
+# example, baseline and a plan at 70% of the baseline peak, both allocators,
+# two at GPU scale, CUPTI's overhead), then real PyTorch training steps
+# (profiler/torch_gpu_check.py), each set against memplan's prediction.
 #
-# Usage: profiler/gpu_check.sh [OUT_DIR]     (default: $OUT, else gpu_check_out)
-# Env:   BUILD_DIR (default build-gpu), JOBS (default nproc), DEADLINE_S (stop
-#        starting cases after this many seconds; default 480), REPEAT (default 3).
+# Usage: profiler/gpu_check.sh [--binary PATH] [--headers DIR] [--out DIR]
+#                              [--deadline SECONDS] [--torch-python PY] [--no-torch]
+#                              [--dry-run]
+#   --binary    a memplan built by scripts/build-portable.sh (used when it runs
+#               here; else memplan is built from source, with --headers)
+#   --headers   nlohmann/, CLI/, fmt/ headers for that fallback build
+#   --out       where the results go (default $OUT, else gpu_check_out)
+#   --deadline  no command runs past this many seconds (default 360)
+#   --dry-run   everything but the GPU: cases on the cpu backend, PyTorch on
+#               the CPU at tiny sizes (the CI test of this script)
 #
-# Writes OUT_DIR/gpu_check.json (summary), OUT_DIR/cases/*.json (each report),
-# OUT_DIR/logs/*.txt (stdout/stderr of every command), OUT_DIR/trace_*.json.
-# Exit 0 when the build worked and every case ran; 1 otherwise (the JSON and
-# logs say what failed). Runs from any directory; needs cmake, ninja, nvcc,
-# and Debian's nlohmann-json3-dev libcli11-dev libfmt-dev.
+# Leaves in the out folder exactly three files, whatever happens (timeout,
+# signal, failed build): gpu_check.json (the summary, rewritten after every
+# case, schemas/gpu_check.schema.json), gpu_check.tar.gz (every report and log)
+# and gpu_check.stderr.log. Everything else is written to a temporary folder.
+# Exit 0 when every case ran; 1 otherwise (the summary says what failed).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-OUT_DIR=${1:-${OUT:-gpu_check_out}}
-BUILD_DIR=${BUILD_DIR:-build-gpu}
-JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
-DEADLINE_S=${DEADLINE_S:-480}
-REPEAT=${REPEAT:-3}
-mkdir -p "$OUT_DIR/cases" "$OUT_DIR/logs"
-OUT_DIR=$(cd "$OUT_DIR" && pwd)
-INDEX="$OUT_DIR/cases.tsv"
-: >"$INDEX"
 START=$SECONDS
+BINARY="" HEADERS="" OUT_DIR=${OUT:-gpu_check_out} DEADLINE_S=360 DRY_RUN=0 TORCH=1
+TORCH_PYTHON=${TORCH_PYTHON:-python3}
+while (($#)); do
+  case "$1" in
+    --binary) BINARY=$2; shift 2 ;;
+    --headers) HEADERS=$2; shift 2 ;;
+    --out) OUT_DIR=$2; shift 2 ;;
+    --deadline) DEADLINE_S=$2; shift 2 ;;
+    --torch-python) TORCH_PYTHON=$2; shift 2 ;;
+    --no-torch) TORCH=0; shift ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$OUT_DIR" || exit 2
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+rm -f "$OUT_DIR/gpu_check.json" "$OUT_DIR/gpu_check.tar.gz" "$OUT_DIR/gpu_check.stderr.log"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")
+mkdir -p "$WORK/cases" "$WORK/logs"
+: >"$WORK/cases.tsv"
+STATUS=running
+exec 2> >(tee -a "$OUT_DIR/gpu_check.stderr.log" >&2)
 log() { echo "[gpu_check $((SECONDS - START))s] $*" >&2; }
 
-# --- environment -----------------------------------------------------------
+summarize() {
+  python3 "$ROOT/profiler/gpu_check_summary.py" --work "$WORK" --status "$STATUS" \
+    --seconds $((SECONDS - START)) --dry-run "$DRY_RUN" \
+    --out "$OUT_DIR/gpu_check.json.tmp" >>"$WORK/logs/summary.txt" 2>&1 &&
+    mv -f "$OUT_DIR/gpu_check.json.tmp" "$OUT_DIR/gpu_check.json"
+}
+finish() {
+  local rc=$?
+  trap - EXIT TERM INT HUP
+  [ "$STATUS" = running ] && STATUS=$([ $rc -eq 0 ] && echo complete || echo "exit $rc")
+  summarize || log "the summary failed: $(tail -n 5 "$WORK/logs/summary.txt")"
+  tar -czf "$OUT_DIR/gpu_check.tar.gz" -C "$WORK" . 2>/dev/null
+  [ -e "$OUT_DIR/gpu_check.json" ] ||
+    printf '{"format": "memplan.gpu_check/2", "status": "%s", "error": "no summary"}\n' \
+      "$STATUS" >"$OUT_DIR/gpu_check.json"
+  log "done ($STATUS) in $((SECONDS - START)) s: $(ls "$OUT_DIR" | tr '\n' ' ')"
+  rm -rf "$WORK"
+  exit $rc
+}
+trap finish EXIT
+# The command running now (in the background, so that a signal is handled at
+# once); a signal stops it too: `timeout` passes the signal on to its command.
+CHILD=""
+run_child() {
+  "$@" &
+  CHILD=$!
+  wait $CHILD
+  local rc=$?
+  CHILD=""
+  return $rc
+}
+on_signal() {
+  STATUS=signal
+  log "stopped by a signal"
+  [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null
+  exit 124
+}
+trap on_signal TERM INT HUP
+
+left() { echo $((DEADLINE_S - (SECONDS - START))); }
+# timed LIMIT LOG CMD...: runs CMD under `timeout`, never past the deadline
+# (10 s kept for the summary); returns 124 when it did not start or ran out.
+timed() {
+  local limit=$1 out=$2
+  shift 2
+  local room=$(($(left) - 10))
+  ((limit > room)) && limit=$room
+  if ((limit < 3)); then
+    echo "not started: past the deadline" >"$out"
+    return 124
+  fi
+  run_child timeout -k 5 "$limit" "$@" >"$out" 2>&1
+}
+
+# --- environment -------------------------------------------------------------
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "host: $(hostname 2>/dev/null)"
-  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
-    --format=csv,noheader 2>&1
-  command -v nvcc >/dev/null && nvcc --version | tail -n 2
-  [ -x /usr/local/cuda/bin/nvcc ] && /usr/local/cuda/bin/nvcc --version | tail -n 2
-  cmake --version | head -n 1
-  g++ --version | head -n 1
-  git -C "$ROOT" rev-parse HEAD 2>/dev/null
-} >"$OUT_DIR/logs/environment.txt" 2>&1
-for header in /usr/include/nlohmann/json.hpp /usr/include/CLI/CLI.hpp /usr/include/fmt/format.h; do
-  [ -e "$header" ] || log "warning: $header is missing (apt-get install nlohmann-json3-dev libcli11-dev libfmt-dev)"
-done
+  echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null)"
+  echo "dry_run: $DRY_RUN"
+  grep -h PRETTY_NAME /etc/os-release 2>/dev/null
+  ldd --version 2>&1 | head -n 1
+  command -v nvidia-smi >/dev/null &&
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used \
+      --format=csv,noheader 2>&1
+  command -v nvcc >/dev/null && nvcc --version 2>&1 | tail -n 1
+  timeout 60 "$TORCH_PYTHON" -c 'import torch; print("torch", torch.__version__, torch.version.cuda,
+torch.cuda.is_available())' 2>&1 | tail -n 1
+} >"$WORK/logs/environment.txt" 2>&1
 
-# --- build -------------------------------------------------------------------
-log "configuring $BUILD_DIR (Release, MEMPLAN_WITH_CUDA=ON)"
-CUDA_HINT=()
-[ -x /usr/local/cuda/bin/nvcc ] && CUDA_HINT=(-DCUDAToolkit_ROOT=/usr/local/cuda)
-if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DMEMPLAN_WITH_CUDA=ON -DMEMPLAN_BUILD_TESTS=OFF "${CUDA_HINT[@]}" \
-  >"$OUT_DIR/logs/configure.txt" 2>&1; then
-  log "configure failed; see logs/configure.txt"
-  tail -n 30 "$OUT_DIR/logs/configure.txt" >&2
-  echo '{"format": "memplan.gpu_check/1", "error": "configure failed (logs/configure.txt)"}' \
-    >"$OUT_DIR/gpu_check.json"
-  exit 1
+# CUPTI: the toolkit's libcupti, else the pip package nvidia-cuda-cupti's.
+find_cupti() {
+  for f in /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 /usr/local/cuda/lib64/libcupti.so.13 \
+    /usr/local/cuda/targets/x86_64-linux/lib/libcupti.so.13; do
+    [ -e "$f" ] && { echo "toolkit $f"; return; }
+  done
+  local pip
+  pip=$(timeout 60 "$TORCH_PYTHON" - <<'EOF' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+    for base in nvidia.__path__:
+        for f in sorted(glob.glob(os.path.join(base, "**", "libcupti.so.13*"), recursive=True)):
+            print(f); break
+except ImportError:
+    pass
+EOF
+)
+  [ -n "$pip" ] && { echo "pip $(echo "$pip" | head -n 1)"; return; }
+  echo "none -"
+}
+if [ -z "${MEMPLAN_CUPTI_LIBRARY:-}" ]; then
+  read -r CUPTI_FROM CUPTI_PATH < <(find_cupti)
+  [ "$CUPTI_FROM" != none ] && export MEMPLAN_CUPTI_LIBRARY=$CUPTI_PATH
+else
+  CUPTI_FROM=environment CUPTI_PATH=$MEMPLAN_CUPTI_LIBRARY
 fi
-log "building with $JOBS jobs"
-if ! cmake --build "$BUILD_DIR" -j "$JOBS" --target memplan >"$OUT_DIR/logs/build.txt" 2>&1; then
-  log "build failed; see logs/build.txt"
-  tail -n 30 "$OUT_DIR/logs/build.txt" >&2
-  echo '{"format": "memplan.gpu_check/1", "error": "build failed (logs/build.txt)"}' \
-    >"$OUT_DIR/gpu_check.json"
-  exit 1
-fi
-MEMPLAN="$ROOT/$BUILD_DIR/cli/memplan"
-[ -x "$MEMPLAN" ] || MEMPLAN="$BUILD_DIR/cli/memplan"
-log "built $MEMPLAN in $((SECONDS - START)) s"
+echo "$CUPTI_FROM $CUPTI_PATH" >"$WORK/cupti_source.txt"
+log "CUPTI: $CUPTI_FROM $CUPTI_PATH"
 
-# --- cases -------------------------------------------------------------------
-# run_case NAME GRAPH PLAN|- ALLOCATOR CUPTI(on|off) REPEAT [extra args]
-# Appends "name<TAB>graph<TAB>program<TAB>allocator<TAB>cupti<TAB>repeat<TAB>rc" to the index.
+# --- the binary --------------------------------------------------------------
+MEMPLAN=""
+if [ -n "$BINARY" ] && timed 30 "$WORK/logs/binary_check.txt" "$BINARY" doctor --no-device; then
+  MEMPLAN=$BINARY
+  echo portable >"$WORK/binary_source.txt"
+else
+  [ -n "$BINARY" ] && log "$BINARY does not run here: $(tail -n 3 "$WORK/logs/binary_check.txt")"
+  log "building memplan here"
+  hdr=()
+  [ -n "$HEADERS" ] && hdr=(-DMEMPLAN_HEADERS_DIR="$(cd "$HEADERS" && pwd)")
+  cuda=(-DMEMPLAN_WITH_CUDA=ON)
+  ((DRY_RUN)) && cuda=(-DMEMPLAN_WITH_CUDA=AUTO)
+  if timed 120 "$WORK/logs/configure.txt" cmake -S "$ROOT" -B "$WORK/build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DMEMPLAN_BUILD_TESTS=OFF -DMEMPLAN_WITH_ONNX=OFF "${cuda[@]}" \
+    "${hdr[@]}" &&
+    timed 300 "$WORK/logs/build.txt" cmake --build "$WORK/build" -j "$(nproc)" --target memplan; then
+    MEMPLAN=$WORK/build/cli/memplan
+    echo built-here >"$WORK/binary_source.txt"
+  else
+    STATUS="build failed"
+    log "build failed: $(tail -n 5 "$WORK/logs/configure.txt" "$WORK/logs/build.txt" 2>/dev/null)"
+    exit 1
+  fi
+fi
+timed 60 "$WORK/logs/doctor.txt" "$MEMPLAN" doctor --json "$WORK/doctor.json"
+cat "$WORK/logs/doctor.txt" >&2
+
+# --- memplan profile cases ---------------------------------------------------
+BACKEND=cuda
+((DRY_RUN)) && BACKEND=cpu
 FAILED=0
+# run_case NAME GRAPH PLAN|- ALLOCATOR CUPTI(on|off) REPEAT [extra args]
 run_case() {
   local name=$1 graph=$2 plan=$3 allocator=$4 cupti=$5 repeat=$6
   shift 6
-  if ((SECONDS - START > DEADLINE_S)); then
-    log "skipping $name: past the ${DEADLINE_S}s deadline"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$graph" "$plan" "$allocator" "$cupti" \
-      "$repeat" "skipped" >>"$INDEX"
-    return
-  fi
-  local args=(profile "$graph" --backend cuda --allocator "$allocator" --repeat "$repeat"
-    --json "$OUT_DIR/cases/$name.json")
-  [ "$plan" != "-" ] && args+=(--plan "$plan")
-  [ "$cupti" = "off" ] && args+=(--no-cupti)
+  local args=(profile "$graph" --backend "$BACKEND" --repeat "$repeat" -q
+    --json "$WORK/cases/$name.json")
+  [ "$BACKEND" = cuda ] && args+=(--allocator "$allocator")
+  [ "$plan" != - ] && args+=(--plan "$plan")
+  [ "$cupti" = off ] && [ "$BACKEND" = cuda ] && args+=(--no-cupti)
   args+=("$@")
-  timeout 120 "$MEMPLAN" "${args[@]}" >"$OUT_DIR/logs/$name.txt" 2>&1
-  local rc=$?
-  log "$name: exit $rc"
-  [ $rc -ne 0 ] && FAILED=$((FAILED + 1))
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$graph" "$plan" "$allocator" "$cupti" "$repeat" \
-    "$rc" >>"$INDEX"
-}
-
-# CUPTI may be unavailable (permissions, driver): then every case runs
-# without it and the summary says so.
-CUPTI=on
-"$MEMPLAN" profile examples/mlp.graph.json --backend cuda --json "$OUT_DIR/cases/probe.json" \
-  >"$OUT_DIR/logs/probe.txt" 2>&1
-PROBE_RC=$?
-log "probe (mlp, cuda, CUPTI): exit $PROBE_RC"
-if [ $PROBE_RC -eq 4 ] && grep -q "CUPTI unavailable" "$OUT_DIR/logs/probe.txt"; then
-  CUPTI=off
-  log "CUPTI unavailable: running every case with --no-cupti"
-elif [ $PROBE_RC -eq 4 ]; then
-  log "the cuda backend is unavailable:"
-  cat "$OUT_DIR/logs/probe.txt" >&2
-fi
-
-for graph in examples/*.graph.json; do
-  ex=$(basename "$graph" .graph.json)
-  # Baseline peak from analyze; plan at 70% of it (exit 3: the lowest peak found).
-  "$MEMPLAN" analyze "$graph" -q --json "$OUT_DIR/cases/$ex.analyze.json" \
-    >"$OUT_DIR/logs/$ex.analyze.txt" 2>&1
-  peak=$(sed -n 's/^  "peak_bytes": \([0-9]*\),$/\1/p' "$OUT_DIR/cases/$ex.analyze.json" | head -n 1)
-  plan="-"
-  if [ -n "$peak" ]; then
-    budget=$((peak * 70 / 100))
-    "$MEMPLAN" plan "$graph" --budget "$budget" -o "$OUT_DIR/cases/$ex.plan70.plan.json" -q \
-      >"$OUT_DIR/logs/$ex.plan.txt" 2>&1
-    prc=$?
-    [ $prc -eq 0 ] || [ $prc -eq 3 ] && plan="$OUT_DIR/cases/$ex.plan70.plan.json"
+  local rc=0
+  if (($(left) < CASE_RESERVE)); then
+    rc=skipped
+  else
+    timed 90 "$WORK/logs/$name.txt" "$MEMPLAN" "${args[@]}" || rc=$?
+    [ "$rc" != 0 ] && FAILED=$((FAILED + 1))
   fi
-  for allocator in default async; do
-    run_case "$ex.baseline.$allocator" "$graph" - "$allocator" "$CUPTI" "$REPEAT"
-    [ "$plan" != "-" ] && run_case "$ex.plan70.$allocator" "$graph" "$plan" "$allocator" \
-      "$CUPTI" "$REPEAT"
+  log "$name: $rc"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$graph" "$plan" "$allocator" "$cupti" \
+    "$repeat" "$rc" "$*" >>"$WORK/cases.tsv"
+  summarize
+}
+# Time kept for the PyTorch phase while profile cases run.
+CASE_RESERVE=10
+((TORCH)) && CASE_RESERVE=$((DEADLINE_S * 55 / 100))
+
+CUPTI=on
+[ "$BACKEND" = cpu ] && CUPTI=off
+timed 60 "$WORK/logs/probe.txt" "$MEMPLAN" profile examples/mlp.graph.json --backend "$BACKEND" \
+  --json "$WORK/cases/probe.json" -q
+PROBE_RC=$?
+echo "$PROBE_RC" >"$WORK/probe_exit.txt"
+log "probe (mlp, $BACKEND): exit $PROBE_RC: $(tail -n 2 "$WORK/logs/probe.txt")"
+if [ $PROBE_RC -eq 4 ] && grep -q "CUPTI unavailable" "$WORK/logs/probe.txt"; then
+  CUPTI=off
+  log "CUPTI unavailable: every case runs with --no-cupti"
+fi
+echo "$CUPTI" >"$WORK/cupti_mode.txt"
+
+# examples plus two at GPU scale (several GiB), each with its own extra args.
+cases=()
+for graph in examples/*.graph.json; do cases+=("$(basename "$graph" .graph.json)|$graph|"); done
+((DRY_RUN)) || cases+=("gpt_tiny_b256|examples/gpt_tiny.graph.json|--set batch=256"
+  "densenet_toy_b131072|examples/densenet_toy.graph.json|--set batch=131072")
+for entry in "${cases[@]}"; do
+  IFS='|' read -r ex graph extra <<<"$entry"
+  read -r -a extra_args <<<"$extra"
+  # Baseline peak from analyze; a plan at 70% of it (exit 3: the lowest found).
+  timed 60 "$WORK/logs/$ex.analyze.txt" "$MEMPLAN" analyze "$graph" -q \
+    --json "$WORK/cases/$ex.analyze.json" "${extra_args[@]}"
+  peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_bytes"])' \
+    "$WORK/cases/$ex.analyze.json" 2>/dev/null)
+  plan=-
+  if [ -n "$peak" ]; then
+    timed 120 "$WORK/logs/$ex.plan.txt" "$MEMPLAN" plan "$graph" --budget $((peak * 70 / 100)) \
+      -o "$WORK/cases/$ex.plan70.plan.json" -q "${extra_args[@]}"
+    prc=$?
+    { [ $prc -eq 0 ] || [ $prc -eq 3 ]; } && plan="$WORK/cases/$ex.plan70.plan.json"
+  fi
+  allocators=(default async)
+  [ -n "$extra" ] && allocators=(default)
+  [ "$BACKEND" = cpu ] && allocators=(host)
+  for allocator in "${allocators[@]}"; do
+    run_case "$ex.baseline.$allocator" "$graph" - "$allocator" "$CUPTI" 3 "${extra_args[@]}"
+    [ "$plan" != - ] && run_case "$ex.plan70.$allocator" "$graph" "$plan" "$allocator" \
+      "$CUPTI" 3 "${extra_args[@]}"
   done
 done
 
-# CUPTI overhead: the same programs with and without CUPTI, 5 runs each.
-if [ "$CUPTI" = "on" ]; then
-  for graph in examples/gpt_tiny.graph.json examples/densenet_toy.graph.json; do
-    ex=$(basename "$graph" .graph.json)
-    run_case "$ex.overhead.cupti" "$graph" - default on 5
-    run_case "$ex.overhead.nocupti" "$graph" - default off 5
+# CUPTI's overhead: the same programs with and without it, 5 runs each.
+if [ "$CUPTI" = on ]; then
+  for ex in gpt_tiny densenet_toy; do
+    run_case "$ex.overhead.cupti" "examples/$ex.graph.json" - default on 5
+    run_case "$ex.overhead.nocupti" "examples/$ex.graph.json" - default off 5
   done
 fi
-
 # A trace to look at in Perfetto.
-plan=$OUT_DIR/cases/gpt_tiny.plan70.plan.json
-[ -e "$plan" ] && run_case "gpt_tiny.plan70.trace" examples/gpt_tiny.graph.json "$plan" default \
-  "$CUPTI" 1 --trace "$OUT_DIR/trace_gpt_tiny_plan70.json"
+plan=$WORK/cases/gpt_tiny.plan70.plan.json
+[ -e "$plan" ] && run_case gpt_tiny.plan70.trace examples/gpt_tiny.graph.json "$plan" default \
+  "$CUPTI" 1 --trace "$WORK/cases/trace_gpt_tiny_plan70.json"
+[ -n "${GPU_CHECK_TEST_SLEEP:-}" ] && run_child sleep "$GPU_CHECK_TEST_SLEEP"
 
-# --- summary -----------------------------------------------------------------
-PY=$(command -v python3 || true)
-if [ -n "$PY" ]; then
-  "$PY" - "$OUT_DIR" "$CUPTI" "$PROBE_RC" "$((SECONDS - START))" <<'EOF'
-import json, os, sys
-out, cupti, probe_rc, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-keys = ["backend", "allocator", "device_name", "driver_version", "cuda_version", "cupti",
-        "repeat", "predicted_peak_bytes", "measured_source", "measured_peak_bytes",
-        "allocator_peak_bytes", "device_peak_bytes", "relative_error", "exact",
-        "first_divergence", "dropped_records", "records", "run_time_us", "wall_time_us", "notes",
-        "warnings"]
-cases, device = [], None
-for line in open(os.path.join(out, "cases.tsv")):
-    name, graph, plan, allocator, cupti_case, repeat, rc = line.rstrip("\n").split("\t")
-    case = {"case": name, "graph": graph, "program": "baseline" if plan == "-" else "plan70",
-            "allocator": allocator, "cupti": cupti_case == "on", "repeat": int(repeat),
-            "exit": rc if rc == "skipped" else int(rc)}
-    path = os.path.join(out, "cases", name + ".json")
-    if rc != "skipped" and os.path.exists(path):
-        try:
-            rep = json.load(open(path))
-            case.update({k: rep.get(k) for k in keys})
-            device = device or rep.get("device_name")
-            ops = sorted(rep.get("ops", []), key=lambda o: -o["time_us"] * o["runs"])[:5]
-            case["slowest_ops"] = ops
-        except ValueError as e:
-            case["error"] = "unreadable report: %s" % e
-    else:
-        log = os.path.join(out, "logs", name + ".txt")
-        if os.path.exists(log):
-            case["error"] = open(log).read()[-2000:]
-    cases.append(case)
-overhead = []
-for ex in ("gpt_tiny", "densenet_toy"):
-    a = next((c for c in cases if c["case"] == ex + ".overhead.cupti"), None)
-    b = next((c for c in cases if c["case"] == ex + ".overhead.nocupti"), None)
-    if a and b and a.get("wall_time_us") and b.get("wall_time_us"):
-        overhead.append({"graph": ex, "wall_us_cupti": a["wall_time_us"],
-                         "wall_us_no_cupti": b["wall_time_us"],
-                         "op_us_cupti": a["run_time_us"], "op_us_no_cupti": b["run_time_us"],
-                         "wall_overhead": a["wall_time_us"] / b["wall_time_us"] - 1.0})
-ran = [c for c in cases if isinstance(c["exit"], int)]
-summary = {
-    "format": "memplan.gpu_check/1", "device": device, "cupti": cupti, "probe_exit": probe_rc,
-    "seconds": seconds, "cases_run": len(ran),
-    "cases_failed": sum(1 for c in ran if c["exit"] != 0),
-    "cases_exact": sum(1 for c in ran if c.get("exact")),
-    "max_abs_relative_error": max([abs(c["relative_error"]) for c in ran
-                                   if c.get("relative_error") is not None] or [None]),
-    "cupti_overhead": overhead, "cases": cases}
-with open(os.path.join(out, "gpu_check.json"), "w") as f:
-    json.dump(summary, f, indent=2)
-    f.write("\n")
-print("gpu_check: %d cases, %d failed, %d exact, max |relative error| %s; CUPTI overhead %s" % (
-    summary["cases_run"], summary["cases_failed"], summary["cases_exact"],
-    summary["max_abs_relative_error"],
-    ", ".join("%s %+.1f%%" % (o["graph"], 100 * o["wall_overhead"]) for o in overhead) or "n/a"))
-EOF
-else
-  log "no python3: per-case reports are in $OUT_DIR/cases, the index in $INDEX"
+# --- PyTorch on the device ---------------------------------------------------
+if ((TORCH)); then
+  device=cuda quick=()
+  ((DRY_RUN)) && device=cpu quick=(--quick --models resnet18,models:gpt_small)
+  budget=$(($(left) - 20))
+  log "PyTorch phase ($device), $budget s"
+  mkdir -p "$WORK/torch"
+  timed $((budget + 5)) "$WORK/logs/torch_gpu_check.txt" "$TORCH_PYTHON" \
+    "$ROOT/profiler/torch_gpu_check.py" --memplan "$MEMPLAN" --out "$WORK/torch" \
+    --device "$device" --deadline-s "$budget" "${quick[@]}"
+  TORCH_RC=$?
+  echo "$TORCH_RC" >"$WORK/torch_exit.txt"
+  log "PyTorch phase: exit $TORCH_RC"
+  [ $TORCH_RC -ne 0 ] && FAILED=$((FAILED + 1))
 fi
-log "done in $((SECONDS - START)) s; $FAILED case(s) failed"
-[ $FAILED -eq 0 ] && [ $PROBE_RC -ne 2 ]
+
+((FAILED == 0)) && [ "$PROBE_RC" -ne 2 ]

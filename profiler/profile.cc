@@ -44,7 +44,8 @@ void Summarize(const Graph& g, const Program& program, const std::vector<ExecRes
     MaxInto(e.live_during, &r->measured_during);
     MaxInto(e.live_after, &r->measured_after);
     r->allocator_peak_bytes = std::max(r->allocator_peak_bytes, e.peak_bytes);
-    if (e.device_base_bytes >= 0)
+    bool after_first = runs.size() == 1 || &e != &runs.front();
+    if (e.device_base_bytes >= 0 && after_first)
       r->device_peak_bytes =
           std::max(r->device_peak_bytes, e.device_max_bytes - e.device_base_bytes);
     double sum = 0;
@@ -126,70 +127,6 @@ ProfileStatus RunCpu(const Graph& g, const Program& program, const ProfileOption
 }
 
 #if MEMPLAN_HAVE_CUDA
-// The step a record at `ts_us` falls in, by the step times of `run`, or -2
-// when outside the run (-1: the resident set-up).
-int StepAt(const ExecResult& run, double ts_us) {
-  double t = ts_us - run.t0_us;
-  if (t < 0 || t > run.wall_us) return -2;
-  const auto& begin = run.step_begin_us;
-  auto it = std::upper_bound(begin.begin(), begin.end(), t);
-  int s = static_cast<int>(it - begin.begin()) - 1;
-  if (s >= 0 && static_cast<size_t>(s) < run.step_end_us.size() && t > run.step_end_us[s])
-    return static_cast<size_t>(s) + 1 == begin.size() ? -2 : s;  // after the last: teardown
-  return s;
-}
-
-// Tags records CUPTI could not correlate by the step times of each repeat.
-StepTag TagByTime(const std::vector<ExecResult>& runs, uint64_t ts_ns) {
-  double ts_us = static_cast<double>(ts_ns) / 1000.0;
-  for (size_t r = 0; r < runs.size(); ++r) {
-    int s = StepAt(runs[r], ts_us);
-    if (s >= -1) return {static_cast<int>(r), s};
-  }
-  return {};
-}
-
-// The per-step live bytes of each repeat from CUPTI's memory records.
-void CuptiSeries(const CuptiRecords& records, const std::vector<ExecResult>& runs, size_t steps,
-                 ProfileResult* r) {
-  // buckets[repeat][step + 1]: deltas in time order.
-  std::vector<std::vector<std::vector<int64_t>>> buckets(
-      runs.size(), std::vector<std::vector<int64_t>>(steps + 1));
-  int64_t used = 0;
-  for (const MemoryRecord& m : records.memory) {
-    StepTag tag = m.tag.repeat >= 0 ? m.tag : TagByTime(runs, m.ts_ns);
-    if (tag.repeat < 0 || tag.repeat >= static_cast<int>(runs.size()) || tag.step < -1 ||
-        tag.step >= static_cast<int>(steps))
-      continue;  // teardown, or outside every run
-    buckets[tag.repeat][tag.step + 1].push_back(m.delta);
-    ++used;
-  }
-  if (used == 0) {
-    r->notes.push_back(
-        "CUPTI reported no device memory records for the run; measured bytes come from the "
-        "backend's allocation counter");
-    return;
-  }
-  r->measured_source = "cupti";
-  r->measured_start_bytes = 0;
-  r->measured_during.assign(steps, 0);
-  r->measured_after.assign(steps, 0);
-  for (const auto& by_step : buckets) {
-    int64_t live = 0;
-    for (int64_t d : by_step[0]) live += d;
-    r->measured_start_bytes = std::max(r->measured_start_bytes, live);
-    for (size_t s = 0; s < steps; ++s) {
-      int64_t during = live;
-      for (int64_t d : by_step[s + 1]) {
-        live += d;
-        during = std::max(during, live);
-      }
-      r->measured_during[s] = std::max(r->measured_during[s], during);
-      r->measured_after[s] = std::max(r->measured_after[s], live);
-    }
-  }
-}
-
 void SetCollectorRepeat(void* collector, int repeat) {
   static_cast<CuptiCollector*>(collector)->SetRepeat(repeat);
 }
@@ -207,9 +144,16 @@ ProfileStatus RunCuda(const Graph& g, const Program& program, const ProfileOptio
     std::string ignored_err;
     return collector.Stop(records ? records : &ignored, e ? e : &ignored_err);
   };
+  if (options.cupti) {
+    r->cupti_library = collector.info().library;
+    r->cupti_version = collector.info().version;
+    r->cupti_built_version = collector.info().built_version;
+  }
+  std::vector<RequestedAllocation> requested;
   CudaBackendOptions bo;
   bo.allocator = options.async_allocator ? CudaAllocator::kAsync : CudaAllocator::kDefault;
-  if (options.cupti) bo.clock_us = &CuptiCollector::NowUs;
+  bo.allocation_log = &requested;
+  if (options.cupti) bo.clock_ns = &CuptiCollector::NowNs;
   std::unique_ptr<Backend> backend;
   CudaDeviceInfo info;
   if (!OpenCudaBackend(bo, &backend, &info, err)) {
@@ -220,6 +164,12 @@ ProfileStatus RunCuda(const Graph& g, const Program& program, const ProfileOptio
   r->device_name = info.name;
   r->driver_version = info.driver_version;
   r->cuda_version = info.runtime_version;
+  // Module loading and CUPTI's own device buffers happen here, not in the
+  // first repeat's measurement.
+  if (!backend->WarmUp(err)) {
+    stop(nullptr, nullptr);
+    return ProfileStatus::kRunFailed;
+  }
   std::vector<ExecResult> runs;
   ProfileStatus status =
       Repeat(g, program, options, backend.get(), options.cupti ? &collector : nullptr,
@@ -236,13 +186,46 @@ ProfileStatus RunCuda(const Graph& g, const Program& program, const ProfileOptio
     r->memory_records = static_cast<int64_t>(records.memory.size());
     r->kernel_records = static_cast<int64_t>(records.kernels.size());
     r->untagged_memory_records = records.untagged_memory;
-    CuptiSeries(records, runs, program.steps.size(), r);
+    r->api_records = records.api_records;
+    r->external_correlation_records = records.external_records;
+    r->size_check = CheckRecordSizes(requested, records.memory);
+    if (options.async_allocator) r->async_expected = static_cast<int64_t>(requested.size());
+    RecordSeries series;
+    bool any = SeriesFromRecords(records.memory, runs, program.steps.size(), &series);
+    r->correlated_memory_records = series.correlated;
+    r->time_attributed_memory_records = series.by_time;
+    r->outside_memory_records = series.outside;
+    if (any) {
+      r->measured_source = "cupti";
+      r->measured_start_bytes = series.start_bytes;
+      r->measured_during = series.during;
+      r->measured_after = series.after;
+    } else {
+      r->notes.push_back(
+          "CUPTI reported no device memory records for the run; measured bytes come from the "
+          "backend's allocation counter");
+    }
+    if (r->memory_records > 0 && series.correlated == 0)
+      r->notes.push_back(fmt::format(
+          "none of CUPTI's {} memory records carried a step tag (external correlation; {} API "
+          "records, {} correlation records): steps were attributed by time",
+          r->memory_records, r->api_records, r->external_correlation_records));
+    if (r->size_check.disagree > 0)
+      r->notes.push_back(fmt::format(
+          "{} of {} CUPTI allocation records differ from the bytes requested (at most {} bytes)",
+          r->size_check.disagree, r->size_check.matched, r->size_check.max_abs_diff_bytes));
+    if (options.async_allocator && r->size_check.async_records != r->async_expected)
+      r->notes.push_back(fmt::format("{} cudaMallocAsync calls, {} async allocation records",
+                                     r->async_expected, r->size_check.async_records));
+    if (r->cupti_version != r->cupti_built_version)
+      r->notes.push_back(fmt::format("CUPTI {} loaded from {}; memplan was built with {}",
+                                     r->cupti_version, r->cupti_library, r->cupti_built_version));
     const ExecResult& last = runs.back();
     int last_repeat = static_cast<int>(runs.size()) - 1;
     for (const KernelRecord& k : records.kernels) {
       StepTag tag = k.tag.repeat >= 0 ? k.tag : TagByTime(runs, k.start_ns);
       if (tag.repeat != last_repeat) continue;
-      double start = static_cast<double>(k.start_ns) / 1000.0 - last.t0_us;
+      double start = static_cast<double>(static_cast<int64_t>(k.start_ns) - last.t0_ns) / 1000.0;
       double dur = static_cast<double>(k.end_ns - std::min(k.end_ns, k.start_ns)) / 1000.0;
       r->kernels.push_back({k.name, tag.step, start, dur});
     }

@@ -18,6 +18,7 @@
 #include "analyzer/graph.h"
 #include "analyzer/program.h"
 #include "profiler/cpu_backend.h"
+#include "profiler/cupti_records.h"
 
 namespace memplan {
 
@@ -79,9 +80,22 @@ struct ProfileResult {
   int64_t measured_peak_bytes = 0;
   int measured_peak_step = -1;
   int64_t allocator_peak_bytes = 0;  // the backend's own count, whatever the source
-  int64_t device_peak_bytes = -1;    // cudaMemGetInfo at step boundaries over the start; -1: none
+  // cudaMemGetInfo at step boundaries over the start, after a warm-up, over
+  // the repeats after the first when there are several; -1: none.
+  int64_t device_peak_bytes = -1;
   int64_t dropped_records = 0;
   int64_t memory_records = 0, kernel_records = 0, untagged_memory_records = 0;
+  // CUPTI only: which library, how the memory records were attributed
+  // (correlated + time_attributed + outside = memory_records), the API and
+  // external-correlation records seen, and the allocation records against
+  // the backend's requests (async_expected: cudaMallocAsync calls made).
+  std::string cupti_library;
+  uint32_t cupti_version = 0, cupti_built_version = 0;
+  int64_t correlated_memory_records = 0, time_attributed_memory_records = 0,
+          outside_memory_records = 0;
+  int64_t api_records = 0, external_correlation_records = 0;
+  RecordSizeCheck size_check;
+  int64_t async_expected = 0;
   std::vector<OpTiming> ops;
   double run_us = 0;   // median over repeats of the summed op times
   double wall_us = 0;  // median over repeats of the wall time of one run

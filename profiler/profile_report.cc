@@ -119,12 +119,32 @@ std::string ProfileReportJson(const JointGraph& jg, const ProfiledProgram& p,
                                {"measured_after", at(r.measured_after, r.measured_start_bytes)}};
   }
   doc["dropped_records"] = r.dropped_records;
-  if (r.cupti)
+  if (r.cupti) {
+    const RecordSizeCheck& sc = r.size_check;
     doc["records"] = {{"memory", r.memory_records},
                       {"kernels", r.kernel_records},
-                      {"untagged_memory", r.untagged_memory_records}};
-  else
+                      {"untagged_memory", r.untagged_memory_records},
+                      {"correlated_memory", r.correlated_memory_records},
+                      {"time_attributed_memory", r.time_attributed_memory_records},
+                      {"outside_memory", r.outside_memory_records},
+                      {"api", r.api_records},
+                      {"external_correlation", r.external_correlation_records},
+                      {"size_check",
+                       {{"matched", sc.matched},
+                        {"disagree", sc.disagree},
+                        {"max_abs_diff_bytes", sc.max_abs_diff_bytes},
+                        {"total_diff_bytes", sc.total_diff_bytes},
+                        {"unmatched_records", sc.unmatched_records},
+                        {"unmatched_requests", sc.unmatched_requests}}},
+                      {"async", r.allocator == "async" ? ojson({{"expected", r.async_expected},
+                                                                {"seen", sc.async_records}})
+                                                       : ojson(nullptr)},
+                      {"cupti_library", r.cupti_library},
+                      {"cupti_version", r.cupti_version},
+                      {"cupti_built_version", r.cupti_built_version}};
+  } else {
     doc["records"] = nullptr;
+  }
   doc["run_time_us"] = RoundUs(r.run_us);
   doc["wall_time_us"] = RoundUs(r.wall_us);
   ojson ops = ojson::array();
@@ -182,8 +202,11 @@ std::string ProfileSummary(const JointGraph& jg, const ProfiledProgram& p, const
     line(fmt::format("  device    {} in use over the start at the most (cudaMemGetInfo)",
                      Bytes(r.device_peak_bytes)));
   if (r.cupti)
-    line(fmt::format("  cupti     {} memory records, {} kernel/copy records, {} dropped",
-                     r.memory_records, r.kernel_records, r.dropped_records));
+    line(
+        fmt::format("  cupti     {} memory records ({} tagged by step, {} by time), {} kernel/copy "
+                    "records, {} dropped; {} {}",
+                    r.memory_records, r.correlated_memory_records, r.time_attributed_memory_records,
+                    r.kernel_records, r.dropped_records, r.cupti_library, r.cupti_version));
   line(fmt::format("  time      {} in ops, {} wall per run{}", Us(r.run_us), Us(r.wall_us),
                    r.repeat > 1 ? fmt::format(" (median of {})", r.repeat) : ""));
   for (const std::string& n : r.notes) line("  note      " + n);

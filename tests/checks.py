@@ -13,3 +13,7 @@ class Checks:
         else:
             self.failed.append(name)
         return ok
+
+    def check(self, ok, name, detail=""):
+        """The same with the condition first; a detail that is not text is printed as repr."""
+        return self(name, bool(ok), "" if ok else str(detail))

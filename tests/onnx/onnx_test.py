@@ -15,8 +15,8 @@ CPU):
   --set (exit 2), plan --global-batch, a truncated file: exit
   codes and messages.
 
-Skips (exit 77) when torch, torchvision or onnx is missing, or memplan was
-built without ONNX.   Usage: onnx_test.py --memplan PATH
+Fails (never skips) when torch, torchvision or onnx is missing, or memplan
+was built without ONNX: CI installs them.   Usage: onnx_test.py --memplan PATH
 """
 import argparse
 import copy
@@ -27,7 +27,6 @@ import sys
 import tempfile
 import warnings
 
-SKIP = 77
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPORTER = os.path.join(ROOT, "exporters", "pytorch")
 MEASURED_TOLERANCE = 0.05
@@ -38,8 +37,9 @@ try:
     import torch
     import torchvision  # noqa: F401
 except ImportError as e:
-    print(f"SKIP: {e}; install python3-onnx, python3-torch, python3-torchvision")
-    sys.exit(SKIP)
+    print(f"FAIL: {e}; install python3-onnx, python3-torch, python3-torchvision "
+          "(scripts/install-deps.sh --test)")
+    sys.exit(1)
 warnings.filterwarnings("ignore")
 sys.path.insert(0, EXPORTER)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -81,8 +81,8 @@ def main():
             f.write(b"\x08\x07")
         p = run(args.memplan, "analyze", probe)
         if "built without ONNX support" in p.stderr:
-            print("SKIP: memplan was built without ONNX support")
-            return SKIP
+            print("FAIL: memplan was built without ONNX support (libonnx-dev)")
+            return 1
         for spec, batch, compare_forward in CASES:
             name = f"{spec} batch {batch}"
             stem = os.path.join(tmp, spec.replace(":", "_"))

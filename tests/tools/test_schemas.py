@@ -347,6 +347,27 @@ class ReportSchema(unittest.TestCase):
                 d = dict(doc)
                 del d[drop]
                 self.assertFalse(self.valid(d))
+        # A CUDA report with CUPTI: the records block and its checks.
+        records = {"memory": 10, "kernels": 20, "untagged_memory": 0, "correlated_memory": 8,
+                   "time_attributed_memory": 0, "outside_memory": 2, "api": 40,
+                   "external_correlation": 30,
+                   "size_check": {"matched": 5, "disagree": 1, "max_abs_diff_bytes": 512,
+                                  "total_diff_bytes": -512, "unmatched_records": 0,
+                                  "unmatched_requests": 0},
+                   "async": None, "cupti_library": "/usr/local/cuda/lib64/libcupti.so.13",
+                   "cupti_version": 130001, "cupti_built_version": 130001}
+        cuda = dict(profile, backend="cuda", allocator="default", device="cuda:0",
+                    device_name="NVIDIA H200", driver_version="13.0", cuda_version="13.0",
+                    cupti=True, measured_source="cupti", device_peak_bytes=2097152,
+                    records=records)
+        self.assertTrue(self.valid(cuda))
+        for key in ("size_check", "cupti_library", "correlated_memory"):
+            with self.subTest(missing=key):
+                r = dict(records)
+                del r[key]
+                self.assertFalse(self.valid(dict(cuda, records=r)))
+        self.assertFalse(self.valid(dict(cuda, records=dict(records, **{"async": {"expected": 1}}))))
+        self.assertFalse(self.valid(dict(cuda, records=None)))
 
 
 class Tools(unittest.TestCase):
