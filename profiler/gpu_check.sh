@@ -200,9 +200,11 @@ run_case() {
     "$repeat" "$rc" "$*" >>"$WORK/cases.tsv"
   summarize
 }
-# Time kept for the PyTorch phase while profile cases run.
+# Time kept for the PyTorch phases while profile cases run: the profile
+# cases get 30% of the deadline, the allocator traces 25%, the rest goes to
+# export + predict + measure.
 CASE_RESERVE=10
-((TORCH)) && CASE_RESERVE=$((DEADLINE_S * 55 / 100))
+((TORCH)) && CASE_RESERVE=$((DEADLINE_S * 70 / 100))
 
 CUPTI=on
 [ "$BACKEND" = cpu ] && CUPTI=off
@@ -263,7 +265,22 @@ plan=$WORK/cases/gpt_tiny.plan70.plan.json
 # --- PyTorch on the device ---------------------------------------------------
 if ((TORCH)); then
   device=cuda quick=()
-  ((DRY_RUN)) && device=cpu quick=(--quick --models resnet18,models:gpt_small)
+  ((DRY_RUN)) && device=cpu quick=(--quick --models torchvision:resnet18,models:gpt_small)
+  # The caching allocator's own event history of real steps (ground truth
+  # for analyzer/alloc), under several PYTORCH_CUDA_ALLOC_CONF settings.
+  budget=$((DEADLINE_S * 25 / 100))
+  log "allocator traces ($device), $budget s"
+  mkdir -p "$WORK/alloc"
+  timed $((budget + 10)) "$WORK/logs/torch_alloc_trace.txt" "$TORCH_PYTHON" \
+    "$ROOT/profiler/torch_alloc_trace.py" --out "$WORK/alloc" --device "$device" \
+    --deadline-s "$budget" "${quick[@]}"
+  TRACE_RC=$?
+  echo "$TRACE_RC" >"$WORK/alloc_trace_exit.txt"
+  log "allocator traces: exit $TRACE_RC"
+  [ $TRACE_RC -ne 0 ] && FAILED=$((FAILED + 1))
+  summarize
+
+  ((DRY_RUN)) && quick=(--quick --models resnet18,models:gpt_small)
   budget=$(($(left) - 20))
   log "PyTorch phase ($device), $budget s"
   mkdir -p "$WORK/torch"

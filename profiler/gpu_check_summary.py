@@ -90,6 +90,17 @@ def overhead(rows):
     return out
 
 
+def phase(work, exit_file, report_file, log_file):
+    """{exit, report, error} of a PyTorch phase, or None when it did not start."""
+    code = read_text(os.path.join(work, exit_file))
+    doc, bad = read_json(os.path.join(work, report_file))
+    if code is None and doc is None:
+        return None
+    return {"exit": int(code) if code is not None else None, "report": doc,
+            "error": bad or (tail(os.path.join(work, "logs", log_file))
+                             if code not in (None, "0") else None)}
+
+
 def summarize(work, status, seconds, dry_run):
     rows = []
     tsv = read_text(os.path.join(work, "cases.tsv"), "")
@@ -101,14 +112,10 @@ def summarize(work, status, seconds, dry_run):
     doctor, _ = read_json(os.path.join(work, "doctor.json"))
     cupti_source = (read_text(os.path.join(work, "cupti_source.txt"), "") + " ").split(" ", 1)
     probe = read_text(os.path.join(work, "probe_exit.txt"))
-    torch_exit = read_text(os.path.join(work, "torch_exit.txt"))
-    torch_doc, torch_bad = read_json(os.path.join(work, "torch", "torch_gpu_check.json"))
-    torch = None
-    if torch_exit is not None or torch_doc is not None:
-        torch = {"exit": int(torch_exit) if torch_exit is not None else None,
-                 "report": torch_doc,
-                 "error": torch_bad or (tail(os.path.join(work, "logs", "torch_gpu_check.txt"))
-                                        if torch_exit not in (None, "0") else None)}
+    torch = phase(work, "torch_exit.txt", os.path.join("torch", "torch_gpu_check.json"),
+                  "torch_gpu_check.txt")
+    alloc = phase(work, "alloc_trace_exit.txt", os.path.join("alloc", "alloc_traces.json"),
+                  "torch_alloc_trace.txt")
     return {
         "format": FORMAT,
         "status": status,
@@ -130,6 +137,7 @@ def summarize(work, status, seconds, dry_run):
         "max_abs_relative_error": max(errors) if errors else None,
         "cupti_overhead": overhead(rows),
         "cases": rows,
+        "alloc_traces": alloc,
         "torch": torch,
     }
 
