@@ -140,19 +140,21 @@ CheckResult EvaluateCheck(const CheckInput& in) {
     r.passed = false;
     return r;  // no peak to compare
   }
-  CheckCondition budget;
-  budget.name = "budget";
-  budget.condition = "peak_bytes <= budget_bytes";
-  budget.expected_bytes = in.budget_bytes;
-  budget.actual_bytes = in.peak_bytes;
-  budget.passed = in.peak_bytes <= in.budget_bytes;
-  budget.message =
-      budget.passed
-          ? fmt::format("peak {} fits the budget {} ({} to spare)", Bytes(in.peak_bytes),
-                        Bytes(in.budget_bytes), FormatBytes(in.budget_bytes - in.peak_bytes))
-          : fmt::format("peak {} is over the budget {} by {}", Bytes(in.peak_bytes),
-                        Bytes(in.budget_bytes), Bytes(in.peak_bytes - in.budget_bytes));
-  r.conditions.push_back(budget);
+  if (in.has_budget) {
+    CheckCondition budget;
+    budget.name = "budget";
+    budget.condition = "peak_bytes <= budget_bytes";
+    budget.expected_bytes = in.budget_bytes;
+    budget.actual_bytes = in.peak_bytes;
+    budget.passed = in.peak_bytes <= in.budget_bytes;
+    budget.message =
+        budget.passed
+            ? fmt::format("peak {} fits the budget {} ({} to spare)", Bytes(in.peak_bytes),
+                          Bytes(in.budget_bytes), FormatBytes(in.budget_bytes - in.peak_bytes))
+            : fmt::format("peak {} is over the budget {} by {}", Bytes(in.peak_bytes),
+                          Bytes(in.budget_bytes), Bytes(in.peak_bytes - in.budget_bytes));
+    r.conditions.push_back(budget);
+  }
   if (in.has_baseline) {
     r.limit_bytes = RegressionLimit(in.baseline.peak_bytes, in.tolerance);
     CheckCondition reg;
@@ -217,7 +219,7 @@ std::string CheckReportJson(const JointGraph& jg, const CheckInput& in, const Ch
   }
   doc["failures"] = failures;
   doc["conditions"] = conditions;
-  doc["budget_bytes"] = in.budget_bytes;
+  doc["budget_bytes"] = in.has_budget ? ojson(in.budget_bytes) : ojson(nullptr);
   doc["peak_bytes"] = in.plan_valid ? ojson(in.peak_bytes) : ojson(nullptr);
   doc["peak_step"] = in.plan_valid ? ojson(in.peak_step) : ojson(nullptr);
   doc["peak_op"] = in.plan_valid && !in.peak_op.empty() ? ojson(in.peak_op) : ojson(nullptr);

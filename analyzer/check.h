@@ -1,6 +1,7 @@
 // `memplan check`: a CI gate on the predicted peak (SPEC sections 4 and 5).
 //
-// Conditions, each inclusive (equality passes):
+// Conditions, each inclusive (equality passes); budget and regression each
+// apply when given, and at least one of them is:
 //  - budget:     peak_bytes <= budget_bytes;
 //  - regression: peak_bytes <= limit_bytes, where limit_bytes =
 //    baseline_peak + floor(baseline_peak * tolerance), computed exactly from
@@ -75,6 +76,7 @@ struct CheckInput {
   std::string plan_file;                 // "" for the baseline program
   std::string accumulation = "inplace";  // of the baseline program
   std::string optimizer = "none";        // optimizer state added (optimizer_state.h)
+  bool has_budget = true;
   int64_t budget_bytes = 0;
   bool plan_valid = true;
   std::string plan_error;  // the simulator's message when !plan_valid

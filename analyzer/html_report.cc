@@ -487,7 +487,7 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
   if (in.plan) {
     const Plan& plan = *in.plan;
     add(fmt::format("<h2>Plan {}</h2>\n", Escape(in.plan_file)));
-    add(fmt::format("<p>budget {}, {}; predicted peak {} (baseline {}), recompute cost {} {}</p>\n",
+    add(fmt::format("<p>budget {}, {}; predicted peak {} (baseline {}), recompute cost {:.4g} {}</p>\n",
                     Escape(Bytes(plan.budget_bytes)), plan.feasible ? "fits" : "does not fit",
                     Escape(Bytes(plan.predicted.peak_bytes)),
                     Escape(Bytes(plan.predicted.baseline_peak_bytes)),

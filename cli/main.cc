@@ -537,7 +537,11 @@ int RunCheck(const CheckFlags& f) {
   in.graph_file = f.common.graph;
   in.plan_file = f.plan;
   in.accumulation = f.accumulation;
-  if (!ParseSize(f.budget, &in.budget_bytes, &err)) return Error("--budget: " + err);
+  in.has_budget = !f.budget.empty();
+  if (!in.has_budget && f.baseline.empty())
+    return Error("check needs --budget SIZE, --baseline REPORT.json, or both");
+  if (in.has_budget && !ParseSize(f.budget, &in.budget_bytes, &err))
+    return Error("--budget: " + err);
   CheckFormat format;
   if (!ParseCheckFormat(f.format, &format)) return Error("bad --format");
   AccumulationMode mode;
@@ -833,7 +837,8 @@ int Main(int argc, char** argv) {
   CLI::App* ck = app.add_subcommand(
       "check", "CI gate: fail when the predicted peak is over budget or has regressed");
   AddCommon(ck, &check.common);
-  ck->add_option("--budget", check.budget, "memory budget, e.g. 24GiB, 1.5GB, 4096")->required();
+  ck->add_option("--budget", check.budget,
+                 "memory budget, e.g. 24GiB, 1.5GB, 4096 (with --baseline, optional)");
   ck->add_option("--plan", check.plan,
                  "check this memplan.plan/1 (replayed by the simulator) instead of the baseline");
   ck->add_option("--accumulation", check.accumulation,
@@ -861,6 +866,7 @@ int Main(int argc, char** argv) {
       "  memplan check examples/gpt_tiny.graph.json --budget 160MiB\n"
       "  memplan check examples/gpt_tiny.graph.json --budget 160MiB --baseline base.json "
       "--tolerance 2% --format github\n"
+      "  memplan check examples/gpt_tiny.graph.json --baseline base.json --tolerance 2%\n"
       "  memplan check examples/gpt_tiny.graph.json --budget 110MiB --plan gpt.plan.json "
       "--format markdown >> $GITHUB_STEP_SUMMARY");
   ck->callback([&] { rc = RunCheck(check); });

@@ -96,6 +96,20 @@ TEST_CASE("EvaluateCheck: budget and regression are inclusive") {
   CHECK(invalid.conditions[0].actual_text == "step 3: x is not alive");
 }
 
+TEST_CASE("EvaluateCheck: a regression-only gate has no budget condition") {
+  CheckInput in = Input(1021, 0);
+  in.has_budget = false;
+  in.has_baseline = true;
+  in.baseline.peak_bytes = 1000;
+  in.tolerance = Tol("2%");
+  CheckResult r = EvaluateCheck(in);
+  CHECK(!r.passed);
+  REQUIRE(r.conditions.size() == 1);
+  CHECK(r.conditions[0].name == "regression");
+  in.peak_bytes = 1020;
+  CHECK(EvaluateCheck(in).passed);
+}
+
 std::string BaselineError(const std::string& text) {
   BaselinePeak b;
   std::string err;

@@ -86,6 +86,19 @@ def main():
         # No --tolerance: 0.
         write(base, dict(an, peak_bytes=peak - 1))
         check("default tolerance 0", 1, "--budget", "1GiB", "--baseline", base)
+        # Regression alone: no --budget needed; neither is exit 2.
+        _, out, _, doc = check("regression only, regressed", 1, "--baseline", base)
+        r.check("regression only: one condition, budget_bytes null",
+                doc and [f["name"] for f in doc["conditions"]] == ["regression"]
+                and doc["budget_bytes"] is None, json.dumps(doc))
+        r.check("regression only: no budget line in the summary", "budget" not in out, out)
+        write(base, dict(an, peak_bytes=peak))
+        check("regression only, same peak", 0, "--baseline", base)
+        write(base, dict(an, peak_bytes=peak - 1))
+        rc, out, err = r.run("check", GRAPH)
+        r.check("neither --budget nor --baseline: exit 2 with the message",
+                rc == 2 and err == "memplan: error: check needs --budget SIZE, --baseline "
+                "REPORT.json, or both\n", describe(rc, out, err))
         # Both conditions fail together.
         _, _, _, doc = check("over budget and regressed", 1, "--budget", "1KiB",
                              "--baseline", base)

@@ -137,6 +137,10 @@ def main():
                 all("<td>%s</td>" % t in plan_html for t in recomputed), recomputed)
         pm = re.search(r'<g id="peak" data-step="-?\d+" data-op="[^"]*" data-bytes="(\d+)"',
                        plan_html)
+        cost = load(plan)["predicted"]["recompute_cost"]
+        r.check("--plan: the recompute cost is rounded to 4 significant digits",
+                "recompute cost %s time_us" % ("%.4g" % cost) in plan_html
+                and not re.search(r"\d\.\d{5,}", plan_html), "%r" % cost)
         r.check("--plan: the plan's predicted peak",
                 pm and int(pm.group(1)) == load(plan)["predicted"]["peak_bytes"])
 
