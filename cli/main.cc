@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -524,7 +525,8 @@ int RunProfileCommand(const ProfileFlags& f) {
 struct CheckFlags {
   CommonFlags common;
   OptimizerFlags optimizer;
-  std::string budget, plan, baseline, tolerance, json;
+  std::optional<std::string> budget;
+  std::string plan, baseline, tolerance, json;
   std::string accumulation = "inplace", format = "text";
   bool quiet = false;
 };
@@ -537,10 +539,10 @@ int RunCheck(const CheckFlags& f) {
   in.graph_file = f.common.graph;
   in.plan_file = f.plan;
   in.accumulation = f.accumulation;
-  in.has_budget = !f.budget.empty();
+  in.has_budget = f.budget.has_value();
   if (!in.has_budget && f.baseline.empty())
     return Error("check needs --budget SIZE, --baseline REPORT.json, or both");
-  if (in.has_budget && !ParseSize(f.budget, &in.budget_bytes, &err))
+  if (in.has_budget && !ParseSize(*f.budget, &in.budget_bytes, &err))
     return Error("--budget: " + err);
   CheckFormat format;
   if (!ParseCheckFormat(f.format, &format)) return Error("bad --format");
