@@ -65,6 +65,7 @@ class Search {
       *out = &p;
       return true;
     }
+    if (o_.planner.stage) o_.planner.stage("micro-batch", b, 0);
     JointGraph jg;
     if (!graph_at_(b, &jg, err)) return false;
     const Graph& g = jg.graph;

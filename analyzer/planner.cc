@@ -570,6 +570,8 @@ bool SweepBudgets(const Graph& g, const std::vector<int64_t>& budgets,
                   std::string* err) {
   std::vector<SweepPoint> found(budgets.size());
   for (size_t i = 0; i < budgets.size(); ++i) {
+    if (options.stage)
+      options.stage("sweep", static_cast<int64_t>(i), static_cast<int64_t>(budgets.size()));
     PlanResult result;
     if (!PlanCheckpoints(g, budgets[i], options, &result, err)) return false;
     found[i] = {budgets[i], result.feasible, result.best.sim.peak_bytes,

@@ -96,6 +96,9 @@ struct PlannerOptions {
   // Called after each program the search scores, with the count so far (the
   // CLI's progress line); may be empty.
   std::function<void(int64_t programs)> progress;
+  // Called as a longer search moves on: ("sweep", budget index, budgets) or
+  // ("micro-batch", the batch being tried, 0); may be empty.
+  std::function<void(const char* stage, int64_t done, int64_t total)> stage;
 };
 
 // A checkpoint set with its program and score.

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +32,7 @@
 #include "analyzer/units.h"
 #include "analyzer/verify_report.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "profiler/profile.h"
 #include "profiler/profile_report.h"
 
@@ -57,37 +58,6 @@ int Error(const std::string& message) {
   std::fflush(stderr);
   std::_Exit(code);
 }
-
-// A progress line on stderr while a plan searches, only when stderr is a
-// terminal (and not --quiet): "memplan: planning: 120 programs simulated, 3 s".
-// Redrawn at most 4 times a second; Clear() erases it.
-class PlanProgress {
- public:
-  explicit PlanProgress(bool quiet) : enabled_(!quiet && isatty(STDERR_FILENO)) {}
-  void Attach(PlannerOptions* options) {
-    if (!enabled_) return;
-    options->progress = [this](int64_t programs) { Update(programs); };
-  }
-  void Clear() {
-    if (drawn_) std::fputs("\r\033[K", stderr);
-    drawn_ = false;
-  }
-
- private:
-  void Update(int64_t programs) {
-    auto now = std::chrono::steady_clock::now();
-    if (drawn_ && now - last_ < std::chrono::milliseconds(250)) return;
-    last_ = now;
-    drawn_ = true;
-    double s = std::chrono::duration<double>(now - start_).count();
-    std::fprintf(stderr, "\rmemplan: planning: %lld programs simulated, %.0f s",
-                 static_cast<long long>(programs), s);
-    std::fflush(stderr);
-  }
-  bool enabled_;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_;
-};
 
 bool WriteFile(const std::string& path, const std::string& contents, std::string* err) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -193,11 +163,18 @@ int RunAnalyze(const AnalyzeFlags& f) {
   if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
   OptimizerOptions optimizer;
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  Progress progress(f.quiet);
+  progress.Phase("loading");
   JointGraph jg;
-  if (!LoadStepGraph(f.common.graph, options, optimizer, &jg, &err)) return Error(err);
+  bool loaded = LoadStepGraph(f.common.graph, options, optimizer, &jg, &err);
+  progress.Clear();
+  if (!loaded) return Error(err);
   PrintWarnings(jg.warnings);
+  progress.Phase("analyzing");
   Analysis a;
-  if (!AnalyzeBaseline(jg.graph, mode, &a, &err)) return Error(f.common.graph + ": " + err);
+  bool analyzed = AnalyzeBaseline(jg.graph, mode, &a, &err);
+  progress.Clear();
+  if (!analyzed) return Error(f.common.graph + ": " + err);
   if (!f.json.empty() && !WriteFile(f.json, AnalyzeReportJson(jg, a, f.top), &err))
     return Error(err);
   if (!f.trace.empty() && !WriteFile(f.trace, ChromeTraceJson(jg.graph, a.program, a.sim), &err))
@@ -306,9 +283,11 @@ struct PlanFlags {
 
 // plan --global-batch: the largest micro-batch that fits, with and without
 // checkpointing; -o writes the planner's plan at the recommended micro-batch.
-int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load,
-                      const PlannerOptions& options, int64_t budget) {
+int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerOptions options,
+                      int64_t budget) {
   std::string err;
+  Progress progress(f.quiet);
+  progress.Phase("loading");
   OptimizerOptions optimizer;
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
   for (const auto& [name, value] : load.symbol_overrides)
@@ -322,8 +301,11 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load,
   first.symbol_overrides.emplace_back(f.batch_symbol, 1);
   JointGraph jg;
   if (!LoadStepGraph(f.common.graph, first, optimizer, &jg, &err) &&
-      !LoadStepGraph(f.common.graph, load, optimizer, &jg, &err))
+      !LoadStepGraph(f.common.graph, load, optimizer, &jg, &err)) {
+    progress.Clear();
     return Error(err);
+  }
+  progress.Clear();
   PrintWarnings(jg.warnings);
   std::string names;
   bool has_symbol = false;
@@ -340,12 +322,18 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load,
     o.symbol_overrides.emplace_back(f.batch_symbol, batch);
     return LoadStepGraph(f.common.graph, o, optimizer, out, e);
   };
+  progress.Phase("planning micro-batches");
+  progress.Attach(&options);
   MicroBatchOptions mo;
   mo.global_batch = f.global_batch;
   mo.budget_bytes = budget;
   mo.planner = options;
   MicroBatchResult result;
-  if (!PlanMicroBatches(at, mo, &result, &err)) return Error(f.common.graph + ": " + err);
+  bool searched = PlanMicroBatches(at, mo, &result, &err);
+  progress.Clear();
+  options.progress = nullptr;
+  options.stage = nullptr;
+  if (!searched) return Error(f.common.graph + ": " + err);
   const MicroBatchChoice& chosen =
       result.checkpointed_recommended ? result.checkpointed : result.baseline;
   JointGraph micro;
@@ -388,8 +376,12 @@ int RunPlan(const PlanFlags& f) {
   if (f.global_batch > 0) return RunMicroBatchPlan(f, load, options, budget);
   OptimizerOptions optimizer;
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  Progress progress(f.quiet);
+  progress.Phase("loading");
   JointGraph jg;
-  if (!LoadStepGraph(f.common.graph, load, optimizer, &jg, &err)) return Error(err);
+  bool loaded = LoadStepGraph(f.common.graph, load, optimizer, &jg, &err);
+  progress.Clear();
+  if (!loaded) return Error(err);
   PrintWarnings(jg.warnings);
   if (!f.costs.empty()) {
     if (options.cost.objective != Objective::kTime)
@@ -404,19 +396,21 @@ int RunPlan(const PlanFlags& f) {
   std::string graph_bytes;
   if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
   PlanResult result;
-  PlanProgress progress(f.quiet);
+  progress.Phase("planning");
   progress.Attach(&options);
   bool planned = PlanCheckpoints(jg.graph, budget, options, &result, &err);
   progress.Clear();
   if (!planned) return Error(f.common.graph + ": " + err);
   Plan plan = MakePlan(jg.graph, Sha256Hex(graph_bytes), budget, options, result);
   std::vector<SweepPoint> sweep;
+  if (f.sweep > 0) progress.Phase("planning");
   bool swept = f.sweep == 0 || SweepBudgets(jg.graph,
                                             SweepRange(result.baseline_peak_bytes,
                                                        result.lower_bound_bytes, f.sweep),
                                             options, &sweep, &err);
   progress.Clear();
   options.progress = nullptr;
+  options.stage = nullptr;
   if (!swept) return Error(f.common.graph + ": " + err);
   if (!f.out.empty() && !WriteFile(f.out, PlanToJson(jg.graph, plan), &err)) return Error(err);
   if (!f.json.empty() &&

@@ -113,7 +113,7 @@ def main():
             tty = subprocess.run([script, "-qc", line, "/dev/null"], capture_output=True,
                                  text=True, cwd=ROOT)
             c.check("progress: a terminal sees the progress line",
-                    "memplan: planning: 1 programs simulated" in tty.stdout, repr(tty.stdout))
+                    "memplan: planning, 1 programs simulated" in tty.stdout, repr(tty.stdout))
             c.check("progress: the line is erased at the end", tty.stdout.endswith("\033[K"),
                     repr(tty.stdout[-40:]))
             tty = subprocess.run([script, "-qc", line.replace(" >/dev/null", " -q >/dev/null"),
