@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyzer/graph_json.h"
+#include "analyzer/html_util.h"
 #include "analyzer/json_util.h"
 #include "analyzer/report.h"
 #include "analyzer/units.h"
@@ -45,33 +46,6 @@ const char* KindColor(TensorKind k) {
   return "#000000";
 }
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string Bytes(int64_t b) { return fmt::format("{} ({} bytes)", FormatBytes(b), b); }
 
 // The op a step runs, or "" for a free step / the resident set.
@@ -90,24 +64,6 @@ std::string StepWhat(const Graph& g, const Program& p, const SimResult& sim, int
   return fmt::format("step {}, while \"{}\" runs ({})", step, op.id, phase);
 }
 
-// A tick step of 1, 2 or 5 times a power of ten giving at most ~6 ticks.
-int64_t TickStep(int64_t max) {
-  int64_t step = 1;
-  while (true) {
-    for (int64_t m : {1, 2, 5})
-      if (max / (step * m) <= 6) return step * m;
-    if (step > INT64_MAX / 100) return step * 10;
-    step *= 10;
-  }
-}
-
-// Y ticks at round multiples of B, KiB, MiB, GiB or TiB, so labels read well.
-int64_t ByteTickStep(int64_t max) {
-  int64_t unit = 1;
-  while (unit <= (int64_t{1} << 40) / 1024 && max / (unit * 1024) >= 1) unit *= 1024;
-  return TickStep((max + unit - 1) / unit) * unit;
-}
-
 struct Chart {
   static constexpr double kLeft = 96, kTop = 20, kWidth = 980, kHeight = 340;
   int columns = 0;
@@ -117,8 +73,6 @@ struct Chart {
   }
   double Y(int64_t b) const { return kTop + kHeight - static_cast<double>(b) * kHeight / ymax; }
 };
-
-std::string Pt(double x, double y) { return fmt::format("{:.1f},{:.1f}", x, y); }
 
 }  // namespace
 
@@ -259,6 +213,23 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
   int64_t top_bytes = std::max<int64_t>(sim.peak_bytes, 1);
   if (m) top_bytes = std::max(top_bytes, m->peak_bytes);
   for (int64_t b : measured_col) top_bytes = std::max(top_bytes, b);
+  // The baseline in the same columns: its steps scaled to the chart's width.
+  const std::vector<int64_t>& base = in.baseline_during;
+  std::vector<int64_t> baseline_col;
+  int64_t baseline_peak = 0;
+  if (!base.empty() && c.columns > 0) {
+    baseline_col.assign(c.columns, -1);
+    const int64_t nb = static_cast<int64_t>(base.size());
+    for (int64_t s = 0; s < nb; ++s) {
+      int col = static_cast<int>(s * c.columns / nb);
+      baseline_col[col] = std::max(baseline_col[col], base[s]);
+      baseline_peak = std::max(baseline_peak, base[s]);
+    }
+    for (int col = 0; col < c.columns; ++col)  // fewer steps than columns: hold the value
+      if (baseline_col[col] < 0) baseline_col[col] = col > 0 ? baseline_col[col - 1] : base[0];
+    top_bytes = std::max(top_bytes, baseline_peak);
+  }
+  if (in.budget_bytes >= 0) top_bytes = std::max(top_bytes, in.budget_bytes);
   const int64_t ytick = ByteTickStep(top_bytes);
   c.ymax = static_cast<double>((top_bytes + ytick - 1) / ytick * ytick);
 
@@ -383,6 +354,17 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
                     TensorKindName(kind), peak_kind[k], KindColor(kind), d, TensorKindName(kind)));
     for (int col = 0; col < c.columns; ++col) below[col] += by_kind[rep[col]][k];
   }
+  // The baseline, faintly behind.
+  if (!baseline_col.empty()) {
+    std::string pts;
+    for (int col = 0; col < c.columns; ++col)
+      pts += (col ? " " : "") + Pt(c.X(col), c.Y(baseline_col[col]));
+    add(
+        fmt::format("<polyline id=\"baseline\" data-peak-bytes=\"{}\" fill=\"none\" "
+                    "stroke=\"#b39ddb\" stroke-width=\"2\" shape-rendering=\"crispEdges\" "
+                    "points=\"{}\"/>\n",
+                    baseline_peak, pts));
+  }
   // Predicted total.
   if (c.columns > 0) {
     std::string pts;
@@ -410,6 +392,17 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
                     "measured peak {}</text></g>\n",
                     m->peak_bytes, m->peak_step, Chart::kLeft, y, Chart::kLeft + Chart::kWidth, y,
                     Chart::kLeft + 4, y - 4, Escape(FormatBytes(m->peak_bytes))));
+  }
+  if (in.budget_bytes >= 0) {
+    double y = c.Y(in.budget_bytes);
+    add(
+        fmt::format("<g id=\"budget\" data-bytes=\"{}\">"
+                    "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                    "stroke=\"#ff7f0e\" stroke-width=\"2\" shape-rendering=\"crispEdges\"/>"
+                    "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#b35900\">"
+                    "budget {}</text></g>\n",
+                    in.budget_bytes, Chart::kLeft, y, Chart::kLeft + Chart::kWidth, y,
+                    Chart::kLeft + Chart::kWidth - 4, y - 4, Escape(FormatBytes(in.budget_bytes))));
   }
   // The peak.
   {
@@ -440,6 +433,11 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
                       KindColor(kind), TensorKindName(kind)));
   }
   add("<span class=\"swatch\" style=\"background:#222222\"></span>predicted total");
+  if (!baseline_col.empty())
+    add(" &nbsp; <span class=\"swatch\" style=\"background:#b39ddb\"></span>baseline (without "
+        "the plan, scaled to the same width)");
+  if (in.budget_bytes >= 0)
+    add(" &nbsp; <span class=\"swatch\" style=\"background:#ff7f0e\"></span>budget");
   if (measured_curve)
     add(" &nbsp; <span class=\"swatch\" style=\"background:#d62728\"></span>measured");
   else if (m)
@@ -487,11 +485,11 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
   if (in.plan) {
     const Plan& plan = *in.plan;
     add(fmt::format("<h2>Plan {}</h2>\n", Escape(in.plan_file)));
-    add(fmt::format("<p>budget {}, {}; predicted peak {} (baseline {}), recompute cost {:.4g} {}</p>\n",
-                    Escape(Bytes(plan.budget_bytes)), plan.feasible ? "fits" : "does not fit",
-                    Escape(Bytes(plan.predicted.peak_bytes)),
-                    Escape(Bytes(plan.predicted.baseline_peak_bytes)),
-                    plan.predicted.recompute_cost, Escape(plan.predicted.cost_unit)));
+    add(fmt::format(
+        "<p>budget {}, {}; predicted peak {} (baseline {}), recompute cost {:.4g} {}</p>\n",
+        Escape(Bytes(plan.budget_bytes)), plan.feasible ? "fits" : "does not fit",
+        Escape(Bytes(plan.predicted.peak_bytes)), Escape(Bytes(plan.predicted.baseline_peak_bytes)),
+        plan.predicted.recompute_cost, Escape(plan.predicted.cost_unit)));
     if (!plan.modules.empty()) {
       add("<p>Modules to wrap in checkpoint():</p>\n<ul id=\"modules\">\n");
       for (const std::string& mod : plan.modules) add("<li>" + Escape(mod) + "</li>\n");

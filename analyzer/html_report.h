@@ -49,13 +49,20 @@ struct HtmlReportInput {
   const Plan* plan = nullptr;      // optional: its recompute list is listed
   std::string plan_file;
   const MeasuredProfile* measured = nullptr;  // optional
-  int top = 20;                               // rows of the live-at-peak table
-  int max_columns = 1200;                     // chart columns (steps are bucketed beyond)
+  // A plan's page: its budget (a line; < 0: none) and the baseline program's
+  // live bytes while each of its steps runs (drawn faintly behind, each
+  // program scaled to the chart's width; empty: none).
+  int64_t budget_bytes = -1;
+  std::vector<int64_t> baseline_during;
+  int top = 20;            // rows of the live-at-peak table
+  int max_columns = 1200;  // chart columns (steps are bucketed beyond)
 };
 
 // Elements carry data-* attributes with the numbers drawn: the peak group
 // (#peak: data-step, data-op, data-bytes), each band (data-kind,
-// data-peak-bytes: its bytes at the peak step) and the measured peak line.
+// data-peak-bytes: its bytes at the peak step), the measured peak line, the
+// budget (#budget: data-bytes) and the baseline curve (#baseline:
+// data-peak-bytes).
 bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string* err);
 
 }  // namespace memplan

@@ -29,6 +29,7 @@
 #include "analyzer/report.h"
 #include "analyzer/sha256.h"
 #include "analyzer/simulator.h"
+#include "analyzer/sweep_html.h"
 #include "analyzer/units.h"
 #include "analyzer/verify_report.h"
 #include "cli/commands.h"
@@ -269,7 +270,7 @@ int RunVerify(const VerifyFlags& f) {
 struct PlanFlags {
   CommonFlags common;
   OptimizerFlags optimizer;
-  std::string budget, out, json, trace;
+  std::string budget, out, json, trace, html;
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
   std::string granularity = "op";
   std::string costs;  // memplan.costs/1: measured op times
@@ -373,7 +374,14 @@ int RunPlan(const PlanFlags& f) {
   if (!ParsePlanAlgorithm(f.algorithm, &options.algorithm)) return Error("bad --algorithm");
   if (!ParseGranularity(f.granularity, &options.granularity)) return Error("bad --granularity");
   options.module_depth = f.module_depth;
-  if (f.global_batch > 0) return RunMicroBatchPlan(f, load, options, budget);
+  if (!f.html.empty() && f.sweep == 0)
+    return Error("--html " + f.html +
+                 ": needs --sweep N (the page draws the sweep; for a "
+                 "plan's memory over time: memplan report GRAPH --plan PLAN --html F)");
+  if (f.global_batch > 0) {
+    if (!f.html.empty()) return Error("--html: not with --global-batch");
+    return RunMicroBatchPlan(f, load, options, budget);
+  }
   OptimizerOptions optimizer;
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
   Progress progress(f.quiet);
@@ -419,6 +427,19 @@ int RunPlan(const PlanFlags& f) {
   if (!f.trace.empty() &&
       !WriteFile(f.trace, ChromeTraceJson(jg.graph, plan.program, result.best.sim), &err))
     return Error(err);
+  if (!f.html.empty()) {
+    SweepHtmlInput page;
+    page.graph_file = f.common.graph;
+    page.graph_name = jg.graph.name;
+    page.cost_unit = CostUnit(options.cost);
+    page.step_cost = result.step_cost;
+    page.baseline_peak_bytes = result.baseline_peak_bytes;
+    page.floor_bytes = result.lower_bound_bytes;
+    page.chosen = {budget, result.feasible, result.best.sim.peak_bytes, result.best.recompute_cost};
+    page.points = sweep;
+    std::string html;
+    if (!RenderSweepHtml(page, &html, &err) || !WriteFile(f.html, html, &err)) return Error(err);
+  }
   if (!f.quiet) std::fputs(PlanSummary(jg, options, result, plan, f.top).c_str(), stdout);
   if (!f.quiet && !sweep.empty()) std::fputs(SweepTable(result, options, sweep).c_str(), stdout);
   ExitNow(result.feasible ? kExitOk : kExitNoPlanFits);
@@ -653,6 +674,16 @@ int RunReport(const ReportFlags& f) {
   in.plan_file = f.plan;
   in.measured = f.profile.empty() ? nullptr : &measured;
   in.top = f.top;
+  SimResult baseline_sim;
+  if (!f.plan.empty()) {
+    // The baseline program (--accumulation), drawn behind the plan's.
+    Program baseline = BuildBaselineProgram(jg.graph, mode);
+    SimOptions so;
+    so.collect_live_at_peak = false;
+    if (Simulate(jg.graph, baseline, so, &baseline_sim, &err))
+      in.baseline_during = baseline_sim.live_during;
+    if (plan.budget_bytes > 0) in.budget_bytes = plan.budget_bytes;
+  }
   std::string html;
   if (!RenderHtmlReport(in, &html, &err)) return Error(err);
   if (!WriteFile(f.html, html, &err)) return Error(err);
@@ -736,6 +767,9 @@ int Main(int argc, char** argv) {
                 "also plan at N budgets from the baseline peak down to the floor and print the "
                 "curve of recompute cost against budget")
       ->check(CLI::Range(2, 1000));
+  p->add_option("--html", plan.html,
+                "with --sweep: write a page drawing the sweep's curve, the floor, the baseline "
+                "peak and --budget");
   p->add_option("--costs", plan.costs,
                 "measured op times (memplan.costs/1, from `memplan profile --emit-costs`): they "
                 "override time_us and the roofline for --objective time");

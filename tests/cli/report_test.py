@@ -32,6 +32,12 @@ def write(path, doc):
 
 def png_pixels(path):
     """(width, height, distinct pixel values) of an 8-bit RGB/RGBA PNG."""
+    width, height, colors = png_colors(path)
+    return width, height, len(colors)
+
+
+def png_colors(path):
+    """(width, height, the set of RGB values seen) of an 8-bit RGB/RGBA PNG."""
     data = read_bytes(path)
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, idat, width, height, ctype = 8, b"", 0, 0, 0
@@ -71,10 +77,12 @@ def png_pixels(path):
             for x in range(0, stride, bpp * 2):
                 colors.add(bytes(line[x:x + 3]))
         prev = line
-    return width, height, len(colors)
+    return width, height, colors
 
 
-def screenshot(r, html):
+def screenshot(r, html, colors_wanted=()):
+    """Screenshots `html`; checks it is a real page, and that each (name, "#rrggbb") of
+    `colors` is drawn somewhere (lines drawn with shape-rendering crispEdges)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not r.check("chromium is installed (scripts/install-deps.sh --test)", chromium is not None):
         return
@@ -93,6 +101,10 @@ def screenshot(r, html):
     width, height, colors = png_pixels(png)
     r.check("screenshot 1200x900", (width, height) == (1200, 900), (width, height))
     r.check("screenshot not blank (%d colors)" % colors, colors >= 8, colors)
+    _, _, seen = png_colors(png)
+    for name, hexcolor in colors_wanted:
+        rgb = bytes.fromhex(hexcolor.lstrip("#"))
+        r.check("screenshot shows the %s (%s)" % (name, hexcolor), rgb in seen)
 
 
 def main():
@@ -137,6 +149,18 @@ def main():
                 all("<td>%s</td>" % t in plan_html for t in recomputed), recomputed)
         pm = re.search(r'<g id="peak" data-step="-?\d+" data-op="[^"]*" data-bytes="(\d+)"',
                        plan_html)
+        pdoc = load(plan)
+        r.check("--plan: the budget line at the plan's budget",
+                '<g id="budget" data-bytes="%d">' % pdoc["budget_bytes"] in plan_html)
+        r.check("--plan: the baseline curve behind, peaking at the baseline peak",
+                '<polyline id="baseline" data-peak-bytes="%d"'
+                % pdoc["predicted"]["baseline_peak_bytes"] in plan_html)
+        r.check("--plan: the legend names both", "baseline (without the plan" in plan_html
+                and ">budget" in plan_html)
+        base_html = read_bytes(r.path("a.html")).decode("utf-8") \
+            if os.path.exists(r.path("a.html")) else ""
+        r.check("baseline page: no budget, no baseline curve",
+                'id="budget"' not in base_html and 'id="baseline"' not in base_html)
         cost = load(plan)["predicted"]["recompute_cost"]
         r.check("--plan: the recompute cost is rounded to 4 significant digits",
                 "recompute cost %s time_us" % ("%.4g" % cost) in plan_html
@@ -186,8 +210,39 @@ def main():
         rc, out, err = r.run("report", GRAPH)
         r.check("no --html: exit 2", rc == 2, describe(rc, out, err))
 
+        # plan --sweep --html: the curve, floor, baseline peak and chosen budget.
+        sweep_html, sweep_json = r.path("sweep.html"), r.path("sweep.json")
+        rc, out, err = r.run("plan", GRAPH, "--budget", "110MiB", "--sweep", "6", "--html",
+                             sweep_html, "--json", sweep_json, "-q")
+        r.check("plan --sweep --html: exit 0", rc == 0, describe(rc, out, err))
+        page = read_bytes(sweep_html).decode("utf-8")
+        sdoc = load(sweep_json)
+        points = {p["budget_bytes"]: p for p in sdoc["sweep"]}
+        points.setdefault(sdoc["budget_bytes"], {
+            "budget_bytes": sdoc["budget_bytes"], "feasible": sdoc["feasible"],
+            "recompute_cost": sdoc["predicted"]["recompute_cost"]})
+        want = " ".join("%d:%.6g" % (b, p["recompute_cost"])
+                        for b, p in sorted(points.items()) if p["feasible"])
+        m = re.search(r'<path id="curve" data-points="([^"]*)"', page)
+        r.check("sweep page: the curve's points are the sweep's (and --budget's)",
+                m and m.group(1) == want, (m and m.group(1), want))
+        r.check("sweep page: floor and baseline peak marked",
+                '<g id="floor" data-bytes="%d">' % sdoc["lower_bound_bytes"] in page and
+                '<g id="baseline-peak" data-bytes="%d">' % sdoc["predicted"]["baseline_peak_bytes"]
+                in page, sdoc.get("lower_bound_bytes"))
+        r.check("sweep page: the chosen budget highlighted",
+                '<g id="chosen" data-budget-bytes="%d"' % sdoc["budget_bytes"] in page
+                and 'tr class="chosen"' in page)
+        rc, out, err = r.run("plan", GRAPH, "--budget", "110MiB", "--html", sweep_html)
+        r.check("plan --html without --sweep: exit 2 naming both",
+                rc == 2 and "--html " + sweep_html + ": needs --sweep N" in err,
+                describe(rc, out, err))
         if args.screenshot:
-            screenshot(r, r.path("plan.html"))
+            screenshot(r, r.path("plan.html"),
+                       [("budget line", "#ff7f0e"), ("baseline curve", "#b39ddb")])
+            screenshot(r, sweep_html,
+                       [("sweep curve", "#1f77b4"), ("chosen budget", "#ff7f0e"),
+                        ("floor", "#2ca02c"), ("baseline peak", "#d62728")])
 
         print("report_test: %d passed, %d failed" % (r.passed, len(r.failed)))
         return 1 if r.failed else 0
