@@ -14,6 +14,7 @@
 
 #include "analyzer/json_scan.h"
 #include "analyzer/json_util.h"
+#include "analyzer/shape_expr.h"
 
 namespace memplan {
 namespace {
@@ -241,22 +242,11 @@ class GraphParser {
         dim.value = d.get<int64_t>();
       } else if (d.is_string()) {
         dim.symbol = d.get<std::string>();
-        bool found = false;
-        for (const auto& [n, v] : g_->symbols) {
-          if (n == dim.symbol) {
-            dim.value = v;
-            found = true;
-          }
-        }
-        if (!found) {
-          std::string names;
-          for (const auto& [n, v] : g_->symbols) names += (names.empty() ? "" : ", ") + n;
-          return r_.Fail(dptr(),
-                         fmt::format("unknown symbol {}; expected one of the names in "
-                                     "/symbols ({})",
-                                     Quote(dim.symbol), names.empty() ? "none declared" : names));
-        }
-        used_symbols_.insert(dim.symbol);
+        std::vector<std::string> used;
+        std::string error;
+        if (!EvalShapeExpr(dim.symbol, g_->symbols, &dim.value, &used, &error))
+          return r_.Fail(dptr(), error);
+        used_symbols_.insert(used.begin(), used.end());
       } else {
         return r_.WrongType(dptr(), d, "an integer >= 0 or a symbol name");
       }
@@ -411,14 +401,33 @@ class GraphParser {
       return r_.Fail(ptr + "/phase", fmt::format("unknown phase {}; expected forward, "
                                                  "backward or optimizer",
                                                  Found(*ph)));
-    if (!r_.OptNonNegativeNumber(o, ptr, "flops", &op.flops) ||
-        !r_.OptNonNegativeNumber(o, ptr, "time_us", &op.time_us))
+    const json* fl = o.Find("flops");
+    if (fl && fl->is_string()) {  // a dimension expression: scales with --set
+      int64_t flops = 0;
+      std::vector<std::string> used;
+      std::string error;
+      if (!EvalShapeExpr(fl->get<std::string>(), g_->symbols, &flops, &used, &error))
+        return r_.Fail(ptr + "/flops", error);
+      used_symbols_.insert(used.begin(), used.end());
+      op.flops = static_cast<double>(flops);
+    } else if (!r_.OptNonNegativeNumber(o, ptr, "flops", &op.flops)) {
       return false;
+    }
+    if (!r_.OptNonNegativeNumber(o, ptr, "time_us", &op.time_us)) return false;
     const json* ws = o.Find("workspace_bytes");
     if (ws) {
-      if (!IsNonNegativeInteger(*ws))
-        return r_.WrongType(ptr + "/workspace_bytes", *ws, "a non-negative integer");
-      op.workspace_bytes = ws->get<int64_t>();
+      if (ws->is_string()) {
+        std::vector<std::string> used;
+        std::string error;
+        if (!EvalShapeExpr(ws->get<std::string>(), g_->symbols, &op.workspace_bytes, &used, &error))
+          return r_.Fail(ptr + "/workspace_bytes", error);
+        used_symbols_.insert(used.begin(), used.end());
+      } else if (!IsNonNegativeInteger(*ws)) {
+        return r_.WrongType(ptr + "/workspace_bytes", *ws,
+                            "a non-negative integer or a dimension expression");
+      } else {
+        op.workspace_bytes = ws->get<int64_t>();
+      }
       if (!CheckedAdd(total_bytes_, op.workspace_bytes, &total_bytes_))
         return r_.Fail(ptr + "/workspace_bytes",
                        "the bytes of all tensors and workspaces together overflow 64-bit "

@@ -513,7 +513,8 @@ TEST_CASE("graph_json: flops and time_us must be non-negative numbers") {
         "g.json: /ops/0/flops: expected a non-negative number, found -1");
   CHECK(Err(Doc(kBaseTensors, R"({"id": "fc", "type": "linear", "inputs": ["x", "w"],
                                   "outputs": ["h"], "flops": "1e9"})")) ==
-        "g.json: /ops/0/flops: expected a non-negative number, found \"1e9\"");
+        "g.json: /ops/0/flops: bad dimension expression \"1e9\"; expected \"+\", \"-\" or \"*\" at "
+        "\"e9\"");
   CHECK(Err(Doc(kBaseTensors, R"({"id": "fc", "type": "linear", "inputs": ["x", "w"],
                                   "outputs": ["h"], "time_us": -0.5})")) ==
         "g.json: /ops/0/time_us: expected a non-negative number, found -0.5");
@@ -522,10 +523,12 @@ TEST_CASE("graph_json: flops and time_us must be non-negative numbers") {
 TEST_CASE("graph_json: workspace_bytes must be a non-negative integer") {
   CHECK(Err(Doc(kBaseTensors, R"({"id": "fc", "type": "linear", "inputs": ["x", "w"],
                                   "outputs": ["h"], "workspace_bytes": 1.5})")) ==
-        "g.json: /ops/0/workspace_bytes: expected a non-negative integer, found 1.5");
+        "g.json: /ops/0/workspace_bytes: expected a non-negative integer or a dimension "
+        "expression, found 1.5");
   CHECK(Err(Doc(kBaseTensors, R"({"id": "fc", "type": "linear", "inputs": ["x", "w"],
                                   "outputs": ["h"], "workspace_bytes": -8})")) ==
-        "g.json: /ops/0/workspace_bytes: expected a non-negative integer, found -8");
+        "g.json: /ops/0/workspace_bytes: expected a non-negative integer or a dimension "
+        "expression, found -8");
 }
 
 TEST_CASE("graph_json: accumulate must be a boolean") {
@@ -907,6 +910,43 @@ TEST_CASE("graph_json: the example graphs load") {
         LoadGraphFile(std::string(MEMPLAN_SOURCE_DIR) + "/examples/" + name, {}, &g, &err), err);
     CHECK(g.joint == (std::string(name).find(".joint.") != std::string::npos));
   }
+}
+
+}  // namespace memplan
+
+namespace memplan {
+
+TEST_CASE("graph_json: dimension expressions resize with --set") {
+  const std::string doc = Doc(R"(
+    {"id": "x", "shape": ["batch", "seq"], "dtype": "float32", "kind": "input"},
+    {"id": "h", "shape": ["batch*seq", 4], "dtype": "float32"})",
+                              R"({"id": "f", "type": "view", "inputs": ["x"], "outputs": ["h"],
+                                  "workspace_bytes": "16*batch", "flops": "2*batch*seq"})",
+                              R"("symbols": {"batch": 2, "seq": 3}, )");
+  Graph g;
+  std::string err;
+  REQUIRE(ParseGraph(doc, "g.json", Set("batch", 5), &g, &err));
+  CHECK(g.tensors[1].shape[0].value == 15);
+  CHECK(g.tensors[1].shape[0].symbol == "batch*seq");
+  CHECK(g.ops[0].workspace_bytes == 80);
+  CHECK(g.ops[0].flops == 30);
+}
+
+TEST_CASE("graph_json: dimension expression errors name the pointer") {
+  CHECK(Err(Doc(R"({"id": "a", "shape": ["batch*"], "dtype": "float32"})", "",
+                R"("symbols": {"batch": 2}, )")) ==
+        "g.json: /tensors/0/shape/0: bad dimension expression \"batch*\"; expected a name or an "
+        "integer after \"*\"");
+  CHECK(Err(Doc(kBaseTensors,
+                R"({"id": "fc", "type": "linear", "inputs": ["x", "w"], "outputs": ["h"],
+                    "workspace_bytes": "btach"})")) ==
+        "g.json: /ops/0/workspace_bytes: unknown symbol \"btach\"; expected one of the names in "
+        "/symbols (none declared)");
+  CHECK(Err(Doc(kBaseTensors,
+                R"({"id": "fc", "type": "linear", "inputs": ["x", "w"], "outputs": ["h"],
+                    "workspace_bytes": -4})")) ==
+        "g.json: /ops/0/workspace_bytes: expected a non-negative integer or a dimension "
+        "expression, found -4");
 }
 
 }  // namespace memplan

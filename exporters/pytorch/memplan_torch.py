@@ -57,13 +57,16 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-try:  # torch 1.13
-    from functorch.compile import (aot_module, default_partition, make_boxed_func,
-                                   min_cut_rematerialization_partition)
-except ImportError:  # torch >= 2.0
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+if TORCH2:  # AOTAutograd with Python functionalization (FunctionalTensorMode)
     from torch._functorch.aot_autograd import aot_module, make_boxed_func
     from torch._functorch.partitioners import (default_partition,
                                                min_cut_rematerialization_partition)
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+else:  # torch 1.13: functorch's AOTAutograd, functionalized by a second trace
+    from functorch.compile import (aot_module, default_partition, make_boxed_func,
+                                   min_cut_rematerialization_partition)
+    FunctionalTensorMode = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
@@ -183,12 +186,16 @@ class ScopeRecorder:
       inherits the scope of the node being interpreted, and when that node is
       an in-place op (relu_, add_, ...), the node of the functional op of the
       same name (relu, add) is tagged with the index of the overwritten input.
+    * torch 2.x traces once, functionalizing in FunctionalTensorMode: while it
+      dispatches an in-place op (relu_), the node of the functional op of the
+      same name that it emits (relu) is tagged the same way.
     """
 
     def __init__(self, root, names, record_inplace=True):
         self.root, self.names = root, names  # names: module -> scope string
         self.record_inplace = record_inplace
         self.stack, self.pending, self.cur_src = [], [], None
+        self.cur_inplace = None  # torch 2.x: the in-place op being functionalized
         self.tagged = {}  # grad_fn -> scope (holds refs so ids stay valid)
         self.handles = []
         self.inplace_sources = 0
@@ -201,6 +208,10 @@ class ScopeRecorder:
         def create_node(graph, *a, **k):
             node = st.orig_create(graph, *a, **k)
             src = st.cur_src
+            inp = st.cur_inplace
+            if (inp is not None and node.op == "call_function"
+                    and _packet_name(node.target) == _packet_name(inp)[:-1]):
+                node.meta[INPLACE_KEY] = str(inp)
             if src is not None:
                 if SCOPE_KEY in src.meta:
                     node.meta[SCOPE_KEY] = src.meta[SCOPE_KEY]
@@ -224,8 +235,21 @@ class ScopeRecorder:
             finally:
                 st.cur_src = prev
 
+        def dispatch(mode, func, types, args=(), kwargs=None):
+            name = _packet_name(func)
+            inplace = (func if st.record_inplace and _mutated_arg(func) == 0 and name
+                       and name.endswith("_") else None)
+            prev, st.cur_inplace = st.cur_inplace, inplace
+            try:
+                return st.orig_dispatch(mode, func, types, args, kwargs)
+            finally:
+                st.cur_inplace = prev
+
         torch.fx.Graph.create_node = create_node
         torch.fx.Interpreter.run_node = run_node
+        if FunctionalTensorMode is not None:
+            self.orig_dispatch = FunctionalTensorMode.__torch_dispatch__
+            FunctionalTensorMode.__torch_dispatch__ = dispatch
         for mod in self.root.modules():
             self.handles.append(mod.register_forward_pre_hook(self._pre))
             self.handles.append(mod.register_forward_hook(self._post))
@@ -234,6 +258,8 @@ class ScopeRecorder:
     def __exit__(self, *exc):
         torch.fx.Graph.create_node = self.orig_create
         torch.fx.Interpreter.run_node = self.orig_run_node
+        if FunctionalTensorMode is not None:
+            FunctionalTensorMode.__torch_dispatch__ = self.orig_dispatch
         for h in self.handles:
             h.remove()
         self.tagged.clear()
@@ -318,12 +344,35 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
         loss = compiled(*inputs, target)
         loss.backward()
 
+    for gm, _ in graphs.values():
+        remove_dead_code(gm)
     strip = lambda n: n[len("model."):] if n.startswith("model.") else n
-    primals = [(strip(n), "parameter") for n, _ in _named(wrapped, "parameters")]
-    primals += [(strip(n), "buffer") for n, _ in _named(wrapped, "buffers")]
+    params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
+    primals = [(strip(n), "parameter") for n, _ in params]
+    primals += [(strip(n), "buffer") for n, _ in buffers]
     in_names = ["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))]
     primals += [(n, "input") for n in in_names] + [("target", "input")]
+    # The forward graph is replayed on the real tensors in primal order (torch
+    # 2.x hands the compiler fake tensors).
+    real = [t for _, t in params + buffers] + list(inputs) + [target]
+    graphs["fw"] = (graphs["fw"][0], real)
     return graphs, primals
+
+
+def remove_dead_code(gm):
+    """Drops ops whose results nothing reads. torch 2.x's partitioner leaves
+    some in the backward (a recomputed attention score chain ending in an
+    unread dropout: random ops survive its dead-code pass); eager never runs
+    them. Ops that write an argument are kept."""
+    removed = 0
+    for node in reversed(list(gm.graph.nodes)):
+        if (node.op == "call_function" and not node.users
+                and _mutated_arg(node.target) is None):
+            gm.graph.erase_node(node)
+            removed += 1
+    if removed:
+        gm.recompile()
+    return removed
 
 
 # --------------------------------------------------------------------------
@@ -439,6 +488,40 @@ def _flops(node, ins, outs):
     return None
 
 
+def buffer_updates(nodes, placeholders):
+    """{fx output node: placeholder it overwrites} for the forward's leading
+    outputs in torch 2.x, the new values of mutated inputs: an output k of
+    `op_functional` (torchgen's functional variant, which returns the op's
+    results and then one new value per argument it mutates) maps to the k-th
+    mutated argument; any other op (`add` for `num_batches_tracked += 1`) to
+    its first argument when that is a placeholder of the same shape."""
+    res = {}
+    phs = set(placeholders)
+    for node in nodes:
+        src, k = node, None
+        if node.op == "call_function" and node.target is operator.getitem:
+            src, k = node.args[0], node.args[1]
+        target = None
+        name = _packet_name(getattr(src, "target", None)) or ""
+        if k is not None and name.endswith("_functional"):
+            base = getattr(torch.ops.aten, name[:-len("_functional")], None)
+            base = getattr(base, src.target._overloadname, None) if base else None
+            schema = getattr(base, "_schema", None)
+            if schema is not None:
+                mutable = [j for j, a in enumerate(schema.arguments)
+                           if a.alias_info is not None and a.alias_info.is_write]
+                m = k - len(schema.returns)
+                if 0 <= m < len(mutable) and mutable[m] < len(src.args):
+                    target = src.args[mutable[m]]
+        elif k is None and node.op == "call_function" and node.args:
+            target = node.args[0]
+        if not (isinstance(target, torch.fx.Node) and target in phs):
+            raise SystemExit(f"{node.name}: the forward updates an input the exporter cannot "
+                             f"name (produced by {getattr(src, 'target', src)})")
+        res[node] = target
+    return res
+
+
 def convert(graphs, primals, name, style="joint"):
     fw_gm, fw_args = graphs["fw"]
     bw_gm, _ = graphs["bw"]
@@ -458,8 +541,12 @@ def convert(graphs, primals, name, style="joint"):
                 fw_outs = fw_run.run(*fw_args)
             ws_fw = op_workspaces(prof)
             bw_ph = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
-            n_saved = sum(1 for n in bw_ph if not n.name.startswith("tangents"))
-            n_user = len(fw_outs) - n_saved
+            # The forward returns [updated buffers (torch 2.x), user outputs,
+            # saved tensors]; the backward takes [saved tensors, tangents].
+            n_user = sum(1 for n in bw_ph if n.name.startswith("tangents"))
+            n_saved = len(bw_ph) - n_user
+            n_mut = len(fw_outs) - n_saved - n_user
+            fw_outs = fw_outs[n_mut:]
             tangents = [torch.ones_like(o) for o in fw_outs[:n_user]]
             with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
                 bw_run = Recorder(bw_gm)
@@ -470,6 +557,10 @@ def convert(graphs, primals, name, style="joint"):
     values = {**fw_run.values, **bw_run.values}
 
     fw_out_nodes = list(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0])
+    # Buffers the forward updates (batch norm's running statistics, its
+    # counter): eager writes them in place, so their new values are views.
+    updated = buffer_updates(fw_out_nodes[:n_mut], fw_ph)
+    fw_out_nodes = fw_out_nodes[n_mut:]
     bw_out_nodes = list(next(n for n in bw_gm.graph.nodes if n.op == "output").args[0])
 
     tensors, ops = {}, []
@@ -518,7 +609,8 @@ def convert(graphs, primals, name, style="joint"):
     grad_flow = set()  # backward values derived from the tangent
     overwritten = {}   # tensor id an eager in-place op overwrote -> index of that op
     stats = {"views_by_schema": 0, "views_by_storage": 0, "schema_alias_copied": 0,
-             "eager_inplace": 0, "inplace_ops": {}, "workspace_ops": 0}
+             "eager_inplace": 0, "inplace_ops": {}, "workspace_ops": 0,
+             "buffer_updates_in_place": 0}
 
     def emit(gm, phase):
         getitems = {}
@@ -562,7 +654,10 @@ def convert(graphs, primals, name, style="joint"):
                 tensor_id = renames.get(fx_out) or (fx_out.name if fx_out is not None
                                                     else f"{node.name}.{i}")
                 base, ptr = None, _storage(v)
-                if i in aliases and ptr is not None and ptr == _storage(values[aliases[i]]):
+                if fx_out in updated:
+                    base = tid[updated[fx_out]]
+                    stats["buffer_updates_in_place"] += 1
+                elif i in aliases and ptr is not None and ptr == _storage(values[aliases[i]]):
                     base = tid[aliases[i]] if aliases[i] in tid else None
                     stats["views_by_schema"] += 1
                 elif i in aliases:
@@ -625,6 +720,7 @@ def convert(graphs, primals, name, style="joint"):
     ops = hoist_inplace_clones(ops, tensors, overwritten, stats)
     ops = fuse_silu_backward(ops, tensors, stats)
     ops = sink_backward_views(ops, tensors)
+    stats["dropout_noise_as_eager_cpu"] = eager_cpu_dropout(ops, tensors)
     graph = {
         "format": "memplan.graph/1",
         "name": name,
@@ -737,6 +833,24 @@ def fuse_silu_backward(ops, tensors, stats):
         fused += 1
     stats["silu_backward_fused"] = fused
     return [op for k, op in enumerate(ops) if k not in drop]
+
+
+def eager_cpu_dropout(ops, tensors):
+    """torch 2.x traces F.dropout as aten.native_dropout, whose mask is bool;
+    eager on the CPU runs no fused kernel (`_dropout_impl`: a noise tensor of
+    the input's dtype, bernoulli_, div_, input * noise) and saves that noise
+    for the backward, 4x the bytes of the mask in float32. The mask takes the
+    input's dtype (the same bytes as eager's noise). CUDA's eager dropout is
+    the fused native_dropout, left as traced by export(device="cuda")."""
+    changed = 0
+    for op in ops:
+        if (op["phase"] == "forward" and op["type"] == "aten.native_dropout.default"
+                and len(op["outputs"]) == 2):
+            out, mask = (tensors[o] for o in op["outputs"])
+            if mask["dtype"] == "bool" and out["dtype"] != "bool":
+                mask["dtype"] = out["dtype"]
+                changed += 1
+    return changed
 
 
 def sink_backward_views(ops, tensors):
@@ -911,7 +1025,9 @@ def _peak_from_kineto(prof):
     export, so the events are read from prof.profiler.kineto_results.)"""
     evs = [e for e in prof.profiler.kineto_results.events()
            if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
-    evs.sort(key=lambda e: e.start_us())  # stable: keeps record order on ties
+    start = (lambda e: e.start_ns()) if evs and hasattr(evs[0], "start_ns") else \
+        (lambda e: e.start_us())
+    evs.sort(key=start)  # stable: keeps record order on ties
     cur = peak = 0
     for e in evs:
         cur += e.nbytes()

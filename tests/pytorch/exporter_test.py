@@ -1,14 +1,15 @@
 #!/usr/bin/python3
 """Tests of the PyTorch exporter (exporters/pytorch/memplan_torch.py) against
-real eager steps (torch 1.13 CPU):
+real eager steps on the CPU, under whichever torch runs it (CI: Debian's 1.13
+and 2.14 in .venv):
 
-* export (joint) + `memplan analyze` predicts the measured eager peak within 3%
+* export (joint) + `memplan analyze` predicts the measured eager peak within 0.5%
   on a small CNN, a residual CNN with in-place ReLU / `+=`, a small GPT, a
   torchvision model (shufflenet_v2_x1_0), a model whose peak is an in-place op
   and conv-bn blocks with in-place ReLU6 / Hardswish / SiLU (MobileNet-style);
 * a module plan at 70% of the baseline (`memplan plan --granularity module`),
   applied with torch.utils.checkpoint, lowers the measured peak, and the
-  measured peak is within 3% of the plan's prediction;
+  measured peak is within 1% of the plan's prediction;
 * the graph carries what it must: `alias_of` for eager's in-place ops, the
   clone eager saves for an in-place activation as a forward op, SiLU's
   derivative as one op (as eager runs it), `grad_of`
@@ -29,7 +30,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPORTER = os.path.join(ROOT, "exporters", "pytorch")
-TOLERANCE = 0.03
+BASELINE_TOLERANCE = 0.005
+PLAN_TOLERANCE = 0.01
 
 try:
     import torch  # noqa: F401
@@ -81,8 +83,10 @@ def check_graph(check, name, graph, stats):
     check(f"{name}: no self-check errors", not mt.validate(graph))
     convs = [o for o in graph["ops"] if o["type"] == "aten.convolution.default"]
     check(f"{name}: convolutions carry flops", all(o.get("flops", 0) > 0 for o in convs))
+    # Forward ops whose output is a view but not a view op: eager's in-place
+    # ops (batch norm's running statistics, views of buffers, aside).
     inplace = [o for o in graph["ops"] if o["phase"] == "forward" and any(
-        "alias_of" in tensors[t] and not o["type"].startswith(("aten.view", "aten.t.", "aten.detach",
+        "alias_of" in tensors[t] and tensors[tensors[t]["alias_of"]]["kind"] != "buffer" and not o["type"].startswith(("aten.view", "aten.t.", "aten.detach",
                                                                  "aten._reshape", "aten.transpose",
                                                                  "aten.slice", "aten.split",
                                                                  "aten.expand", "aten.permute",
@@ -96,8 +100,12 @@ def check_graph(check, name, graph, stats):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memplan", required=True)
+    ap.add_argument("--require-torch", help="fail unless torch's version starts with this")
     args = ap.parse_args()
     check = Checks()
+    if args.require_torch:
+        check(f"torch {torch.__version__} is {args.require_torch}",
+              torch.__version__.startswith(args.require_torch))
     with tempfile.TemporaryDirectory() as tmp:
         for spec, batch, shape, depth in CASES:
             name = f"{spec} batch {batch}"
@@ -112,7 +120,7 @@ def main():
                 rep = json.load(open(stem + ".rep.json"))
                 meas = mt.measure(model, inputs, target)
                 e = err(rep["peak_bytes"], meas["peak_bytes"])
-                check(f"{name}: baseline within 3%", abs(e) <= TOLERANCE and
+                check(f"{name}: baseline within 0.5%", abs(e) <= BASELINE_TOLERANCE and
                       rep["graph"]["style"] == "joint",
                       f"predicted {rep['peak_bytes']} B, measured {meas['peak_bytes']} B, "
                       f"error {100 * e:+.3f}%")
@@ -130,14 +138,17 @@ def main():
                                  and o["type"] == "aten.clone.default"]
                     bw_clones = [o for o in ops if o["phase"] == "backward"
                                  and o["type"] == "aten.clone.default"]
+                    # torch 1.13's partitioner puts them in the backward (the exporter
+                    # hoists them); 2.x traces them in the forward.
                     check(f"{name}: in-place activations' saved clones are forward ops",
-                          stats["inplace_clones_hoisted"] == 6 and len(fw_clones) == 6
+                          stats["inplace_clones_hoisted"] == (0 if mt.TORCH2 else 6)
+                          and len(fw_clones) == 6
                           and not bw_clones and all(
                               o["scope"].endswith(".2") for o in fw_clones),
                           f"hoisted {stats['inplace_clones_hoisted']}, "
                           f"backward clones {len(bw_clones)}")
                     check(f"{name}: SiLU's traced derivative is one silu_backward",
-                          stats["silu_backward_fused"] == 2 and sum(
+                          stats["silu_backward_fused"] == (0 if mt.TORCH2 else 2) and sum(
                               o["type"] == "aten.silu_backward.default" for o in ops) == 2
                           and not any(o["type"] == "aten.sigmoid.default" for o in ops),
                           f"fused {stats['silu_backward_fused']}")
@@ -158,7 +169,7 @@ def main():
                     e2 = err(json.load(open(stem + ".noinp.rep.json"))["peak_bytes"],
                              meas["peak_bytes"])
                     check(f"{name}: without in-place recording the prediction is off by > 3%",
-                          stats["inplace_ops"].get("aten.add_.Tensor") == 2 and abs(e2) > TOLERANCE,
+                          stats["inplace_ops"].get("aten.add_.Tensor") == 2 and abs(e2) > 0.03,
                           f"error {100 * e2:+.3f}%")
                 if depth is None:
                     continue
@@ -177,8 +188,8 @@ def main():
                 check(f"{name}: plan lowers the measured peak",
                       pm["peak_bytes"] < meas["peak_bytes"],
                       f"{meas['peak_bytes']} B -> {pm['peak_bytes']} B")
-                check(f"{name}: planned peak within 3% of the plan's prediction",
-                      abs(pe) <= TOLERANCE,
+                check(f"{name}: planned peak within 1% of the plan's prediction",
+                      abs(pe) <= PLAN_TOLERANCE,
                       f"predicted {plan['predicted']['peak_bytes']} B, measured "
                       f"{pm['peak_bytes']} B, error {100 * pe:+.3f}%")
             except Exception as ex:  # noqa: BLE001 - report and count
