@@ -118,7 +118,7 @@ def one_run(spec, batch, device, quick):
 
     def step():
         model.zero_grad(set_to_none=True)
-        loss = mt.loss_fn(model(*inputs), target)
+        loss = mt.step_loss(model, inputs, target)
         loss.backward()
         del loss
 

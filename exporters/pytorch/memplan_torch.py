@@ -47,6 +47,7 @@ import argparse
 import copy
 import gc
 import importlib
+import inspect
 import json
 import operator
 import os
@@ -59,7 +60,7 @@ import torch.nn.functional as F
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 if TORCH2:  # AOTAutograd with Python functionalization (FunctionalTensorMode)
-    from torch._functorch.aot_autograd import aot_module, make_boxed_func
+    from torch._functorch.aot_autograd import aot_function, aot_module, make_boxed_func
     from torch._functorch.partitioners import (default_partition,
                                                min_cut_rematerialization_partition)
     from torch._subclasses.functional_tensor import FunctionalTensorMode
@@ -91,32 +92,52 @@ WORKSPACE_MIN = 64
 RESIDENT = {"input", "parameter", "buffer", "optimizer_state"}
 
 
+class ExportError(ValueError):
+    """A graph the exporter cannot write faithfully (names the node)."""
+
+
 # --------------------------------------------------------------------------
 # Models, inputs and the training step
 # --------------------------------------------------------------------------
 def load_model(spec):
     """`torchvision:NAME` or `package.module:factory` -> nn.Module (seeded, train mode)."""
     if ":" not in spec:
-        raise SystemExit(f"model {spec!r}: expected torchvision:NAME or package.module:factory")
+        raise ValueError(f"expected torchvision:NAME or package.module:factory")
     mod_name, attr = spec.split(":", 1)
     torch.manual_seed(SEED)
+    if mod_name == "hf":
+        import hf_models
+        return hf_models.build(attr).train()
     if mod_name == "torchvision":
         import torchvision
         factory = getattr(torchvision.models, attr, None)
         if factory is None:
-            raise SystemExit(f"model {spec!r}: torchvision.models has no {attr}")
+            raise ValueError(f"torchvision.models has no {attr}")
         model = factory(weights=None)
     else:
-        factory = getattr(importlib.import_module(mod_name), attr)
+        try:
+            module = importlib.import_module(mod_name)
+        except ImportError as e:
+            raise ValueError(f"cannot import {mod_name}: {e}") from None
+        factory = getattr(module, attr, None)
+        if factory is None:
+            raise ValueError(f"{mod_name} has no {attr}")
         model = factory()
     return model.train()
 
 
-def example_inputs(model, batch, input_shape=None):
-    """The step's input tuple: model.example_input(batch), else randn(batch, *shape)."""
+def has_seq(model):
+    """True when model.example_input takes a sequence length (`seq`)."""
+    fn = getattr(model, "example_input", None)
+    return fn is not None and "seq" in inspect.signature(fn).parameters
+
+
+def example_inputs(model, batch, input_shape=None, seq=None):
+    """The step's input tuple: model.example_input(batch[, seq]), else
+    randn(batch, *shape)."""
     torch.manual_seed(SEED + 1)
     if input_shape is None and hasattr(model, "example_input"):
-        x = model.example_input(batch)
+        x = model.example_input(batch, seq=seq) if seq is not None else model.example_input(batch)
         return x if isinstance(x, tuple) else (x,)
     shape = tuple(input_shape or (3, 224, 224))
     return (torch.randn(batch, *shape),)
@@ -124,7 +145,10 @@ def example_inputs(model, batch, input_shape=None):
 
 def make_target(model, inputs):
     """Random class targets shaped like the output without its last dimension
-    (found with a no-grad forward of a copy on the first sample)."""
+    (found with a no-grad forward of a copy on the first sample); for models
+    with their own LM loss, the labels: the input ids."""
+    if getattr(model, "memplan_returns_loss", False):
+        return inputs[0].clone()
     probe = copy.deepcopy(model).eval()
     with torch.no_grad():
         out = probe(*[x[:1] for x in inputs])
@@ -137,6 +161,14 @@ def loss_fn(out, target):
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
 
 
+def step_loss(model, inputs, target):
+    """The step's loss: the model's own when it computes one (hf: models take
+    the labels and return their LM loss), else cross-entropy on its output."""
+    if getattr(model, "memplan_returns_loss", False):
+        return model(*inputs, target)
+    return loss_fn(model(*inputs), target)
+
+
 class WithLoss(nn.Module):
     """model + loss as one module, so the loss is inside the traced graph."""
 
@@ -146,7 +178,7 @@ class WithLoss(nn.Module):
 
     def forward(self, *args):
         *inputs, target = args
-        return loss_fn(self.model(*inputs), target)
+        return step_loss(self.model, inputs, target)
 
 
 # --------------------------------------------------------------------------
@@ -337,17 +369,35 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
         graphs["bw"] = (gm, list(args))
         return make_boxed_func(gm.forward)
 
-    compiled = aot_module(wrapped, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
-                          partition_fn=partition_fn)
+    if TORCH2:
+        # aot_function over functional_call with each parameter once: tied
+        # weights (an LM head sharing the embedding) are one primal, tied back
+        # by functional_call (aot_module passes both names and fails on them).
+        params = list(wrapped.named_parameters())
+        buffers = list(wrapped.named_buffers())
+        keys = [n for n, _ in params + buffers]
+
+        def step_fn(*flat):
+            state = dict(zip(keys, flat[:len(keys)]))
+            return torch.func.functional_call(wrapped, state, tuple(flat[len(keys):]),
+                                              tie_weights=True)
+
+        compiled = aot_function(step_fn, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                                partition_fn=partition_fn)
+        args = [t for _, t in params + buffers] + list(inputs) + [target]
+    else:
+        compiled = aot_module(wrapped, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                              partition_fn=partition_fn)
+        args = list(inputs) + [target]
+        params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
     torch.manual_seed(SEED + 3)
     with ScopeRecorder(wrapped, names, record_inplace):
-        loss = compiled(*inputs, target)
+        loss = compiled(*args)
         loss.backward()
 
     for gm, _ in graphs.values():
         remove_dead_code(gm)
     strip = lambda n: n[len("model."):] if n.startswith("model.") else n
-    params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
     primals = [(strip(n), "parameter") for n, _ in params]
     primals += [(strip(n), "buffer") for n, _ in buffers]
     in_names = ["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))]
@@ -516,18 +566,18 @@ def buffer_updates(nodes, placeholders):
         elif k is None and node.op == "call_function" and node.args:
             target = node.args[0]
         if not (isinstance(target, torch.fx.Node) and target in phs):
-            raise SystemExit(f"{node.name}: the forward updates an input the exporter cannot "
+            raise ExportError(f"{node.name}: the forward updates an input the exporter cannot "
                              f"name (produced by {getattr(src, 'target', src)})")
         res[node] = target
     return res
 
 
-def convert(graphs, primals, name, style="joint"):
+def convert(graphs, primals, name, style="joint", target_device="cpu"):
     fw_gm, fw_args = graphs["fw"]
     bw_gm, _ = graphs["bw"]
     fw_ph = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
     if len(fw_ph) != len(primals):
-        raise SystemExit(f"expected {len(primals)} primals, got {len(fw_ph)} "
+        raise ExportError(f"expected {len(primals)} primals, got {len(fw_ph)} "
                          "(tied weights are deduplicated by aot; not handled)")
 
     from torch.profiler import ProfilerActivity, profile
@@ -576,7 +626,7 @@ def convert(graphs, primals, name, style="joint"):
         if node is None:
             continue
         if kind != "parameter" or node.op != "call_function" or node in renames:
-            raise SystemExit(f"unsupported backward output {node} for {pname}")
+            raise ExportError(f"unsupported backward output {node} for {pname}")
         renames[node] = pname + ".grad"
         grad_of[node] = pname
 
@@ -631,7 +681,7 @@ def convert(graphs, primals, name, style="joint"):
                 elif a.target is operator.getitem and (a.args[0], a.args[1]) in tid:
                     inputs.append(tid[(a.args[0], a.args[1])])
                 else:
-                    raise SystemExit(f"{node.name}: input {a.name} has no tensor")
+                    raise ExportError(f"{node.name}: input {a.name} has no tensor")
             in_vals = [values[a] for a in in_nodes]
             flow = phase == "backward" and any(a in grad_flow for a in in_nodes)
             if flow:
@@ -720,7 +770,8 @@ def convert(graphs, primals, name, style="joint"):
     ops = hoist_inplace_clones(ops, tensors, overwritten, stats)
     ops = fuse_silu_backward(ops, tensors, stats)
     ops = sink_backward_views(ops, tensors)
-    stats["dropout_noise_as_eager_cpu"] = eager_cpu_dropout(ops, tensors)
+    if target_device == "cpu":
+        stats["dropout_noise_as_eager_cpu"] = eager_cpu_dropout(ops, tensors)
     graph = {
         "format": "memplan.graph/1",
         "name": name,
@@ -881,12 +932,17 @@ def sink_backward_views(ops, tensors):
 
 
 def export(model, example_inputs, target=None, style="joint", name="model",
-           partition_fn=default_partition, with_stats=False, record_inplace=True):
+           partition_fn=default_partition, with_stats=False, record_inplace=True,
+           target_device="cpu"):
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
     record_inplace=False writes the functionalized graph as traced (eager's
-    in-place ops then allocate, as in a compiled step)."""
+    in-place ops then allocate, as in a compiled step). target_device: where
+    the eager step will run ("cpu" or "cuda"; the graph is traced on this
+    CPU either way): eager kernels that differ (dropout) follow it."""
+    if target_device not in ("cpu", "cuda"):
+        raise ValueError(f"target_device {target_device!r}: cpu or cuda")
     if style not in ("joint", "forward"):
         raise ValueError(f"style {style!r}: joint or forward")
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
@@ -894,11 +950,44 @@ def export(model, example_inputs, target=None, style="joint", name="model",
     if target is None:
         target = make_target(model, inputs)
     graphs, primals = capture(model, inputs, target, partition_fn, record_inplace)
-    graph, stats = convert(graphs, primals, name, style)
+    graph, stats = convert(graphs, primals, name, style, target_device)
     errs = validate(graph)
     if errs:
         raise RuntimeError("exported graph fails its self-check:\n  " + "\n  ".join(errs[:20]))
     return (graph, stats) if with_stats else graph
+
+
+def export_symbolic(model, batch, input_shape=None, seq=None, name="model", **kw):
+    """export() with the sizes as symbols: `batch` always, `seq` when the
+    model's example_input takes one (default: the model's own length). The
+    step is exported at 2^N + 1 sizes around (batch, seq) and every number
+    that changes is solved as a multilinear expression (symbolic.py), so
+    `memplan analyze --set batch=64` resizes the graph without tracing again.
+    Returns (graph, stats); raises symbolic.SymbolicError when some size
+    cannot be expressed."""
+    import symbolic
+    names, base, step = ["batch"], [batch], [1]
+    if input_shape is None and has_seq(model):
+        if seq is None:
+            seq = example_inputs(model, 1)[0].shape[1]
+        names.append("seq")
+        base.append(seq)
+        step.append(-1)  # a model may have a maximum length (position embeddings)
+        if seq < 3:
+            raise ValueError(f"{name}: seq {seq}: symbolic export needs seq >= 3")
+    stats_at_base = {}
+
+    def export_at(point):
+        sizes = dict(zip(names, point))
+        inputs = example_inputs(model, sizes["batch"], input_shape, seq=sizes.get("seq"))
+        target = make_target(model, inputs)
+        g, st = export(model, inputs, target, name=name, with_stats=True, **kw)
+        if list(point) == base:
+            stats_at_base.update(st)
+        return g
+
+    graph, sym_stats = symbolic.make_symbolic(export_at, names, tuple(base), tuple(step))
+    return graph, {**stats_at_base, **sym_stats, "symbols": dict(zip(names, base))}
 
 
 # --------------------------------------------------------------------------
@@ -921,7 +1010,8 @@ def validate(g):
         tensors[t["id"]] = t
         if t["dtype"] not in DTYPE_SIZE:
             errs.append(f"{t['id']}: bad dtype {t['dtype']}")
-        if not all(isinstance(s, int) and s >= 0 for s in t["shape"]):
+        if not all((isinstance(s, int) and s >= 0) or (isinstance(s, str) and s)
+                   for s in t["shape"]):
             errs.append(f"{t['id']}: bad shape {t['shape']}")
     for t in tensors.values():
         if "alias_of" in t and (t["alias_of"] not in tensors or "alias_of" in tensors[t["alias_of"]]):
@@ -1078,7 +1168,7 @@ def measure(model, example_inputs, target=None, plan=None, threads=1):
     try:
         def step():
             model.zero_grad(set_to_none=True)
-            loss = loss_fn(model(*inputs), target)
+            loss = step_loss(model, inputs, target)
             loss.backward()
             return loss
 
@@ -1142,6 +1232,11 @@ def main(argv=None):
     ex = sub.choices["export"]
     ex.add_argument("-o", "--output", required=True)
     ex.add_argument("--style", choices=("joint", "forward"), default="joint")
+    ex.add_argument("--static", action="store_true",
+                    help="integer shapes at --batch only (default: symbols batch, and seq "
+                         "for sequence models, solved from a few exports at nearby sizes)")
+    ex.add_argument("--seq", type=int, help="sequence length for sequence models "
+                                            "(default: the model's)")
     ex.add_argument("--partition", choices=("default", "min_cut"), default="default",
                     help="aot partitioner (joint style): default saves what the backward "
                          "reads; min_cut is PyTorch's rematerializing partitioner")
@@ -1150,12 +1245,33 @@ def main(argv=None):
                                    "--granularity module) to apply before measuring")
     ms.add_argument("--json", help="write the report here (also printed)")
     args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except Exception as e:  # noqa: BLE001 - bad input is exit 2 naming the model
+        print(f"memplan_torch: {args.model}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
 
+
+def _run(args):
     model, inputs, target = _setup(args)
     if args.cmd == "export":
         pf = default_partition if args.partition == "default" else min_cut_rematerialization_partition
-        graph, stats = export(model, inputs, target, style=args.style,
-                              name=args.model.split(":")[-1], partition_fn=pf, with_stats=True)
+        name = args.model.split(":")[-1]
+        if args.static:
+            if args.seq is not None:
+                inputs = example_inputs(model, args.batch, args.input_shape, seq=args.seq)
+                target = make_target(model, inputs)
+            graph, stats = export(model, inputs, target, style=args.style, name=name,
+                                  partition_fn=pf, with_stats=True)
+        else:
+            import symbolic
+            try:
+                graph, stats = export_symbolic(model, args.batch, args.input_shape, seq=args.seq,
+                                               name=name, style=args.style, partition_fn=pf)
+            except (symbolic.SymbolicError, ValueError) as e:
+                print(f"memplan_torch: {args.model}: {e} (export --static writes integer "
+                      "shapes)", file=sys.stderr)
+                return 2
         with open(args.output, "w") as f:
             f.write(dumps(graph))
         fw = sum(1 for o in graph["ops"] if o["phase"] == "forward")

@@ -144,8 +144,9 @@ class GPT(nn.Module):
             x = block(x)
         return self.lm_head(self.ln_f(x))
 
-    def example_input(self, batch):
-        return torch.randint(0, self.vocab, (batch, self.seq))
+    def example_input(self, batch, seq=None):
+        """Token ids (batch, seq); seq at most the model's (default: it)."""
+        return torch.randint(0, self.vocab, (batch, seq or self.seq))
 
 
 class InplaceShift(nn.Module):

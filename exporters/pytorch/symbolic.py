@@ -11,8 +11,9 @@ attention matrix, a size picked by a heuristic) disagrees there and is
 reported, never written as a wrong formula. Cost: 2^N + 1 exports.
 
 Falls short on: sizes that are not multilinear in the symbols (an error for
-shapes; for workspace bytes and flops the value at the export size is kept,
-constant, and counted); graphs whose ops change with the size (an error).
+shapes; a workspace that is not, or that shrinks as a size grows (measured
+scratch is noisy), becomes the largest value seen, constant, and is counted;
+such flops are dropped); graphs whose ops change with the size (an error).
 """
 import itertools
 
@@ -134,7 +135,7 @@ def make_symbolic(export_at, names, base, step):
                 f"the {what} of the graph change with the size ({dict(zip(names, base))} vs "
                 f"{at}): {_first_difference(s0[k], s[k])}; symbols cannot express it")
 
-    def solve(get, where, exact):
+    def solve(get, where, exact, grows=False):
         vals = {c: get(g) for c, g in graphs.items()}
         v_check = get(check)
         if any(v is None for v in vals.values()) or v_check is None:
@@ -144,7 +145,8 @@ def make_symbolic(export_at, names, base, step):
         if len(set(vals.values())) == 1 and v_check == vals[(0,) * n]:
             return vals[(0,) * n]
         poly = _expand(_fit(vals, step), base, step)
-        if _evaluate(poly, check_point) != v_check:
+        shrinks = grows and any(c < 0 for m, c in poly.items() if m)
+        if shrinks or _evaluate(poly, check_point) != v_check:
             if exact:
                 raise SymbolicError(
                     f"{where}: {[vals[c] for c in sorted(vals)]} at "
@@ -174,9 +176,11 @@ def make_symbolic(export_at, names, base, step):
     for k, o in enumerate(g0["ops"]):
         o = dict(o)
         ws = solve(lambda g: g["ops"][k].get("workspace_bytes", 0),
-                   f"op {o['id']} workspace_bytes", exact=False)
-        if ws is None:
-            stats["workspace_constant"] += 1  # not multilinear: the export size's value
+                   f"op {o['id']} workspace_bytes", exact=False, grows=True)
+        if ws is None:  # not multilinear, or shrinking with a size: the largest seen
+            stats["workspace_constant"] += 1
+            seen = [g["ops"][k].get("workspace_bytes", 0) for g in list(graphs.values()) + [check]]
+            o["workspace_bytes"] = max(seen)
         elif isinstance(ws, str):
             o["workspace_bytes"] = ws
             stats["workspace_symbolic"] += 1

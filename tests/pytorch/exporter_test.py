@@ -54,6 +54,14 @@ CASES = [
     ("models:inplace_shift", 512, None, None),
     ("models:act_cnn", 2, None, 2),
 ]
+# transformers models (torch 2.x venv only: Debian has no transformers): tied
+# embeddings (gpt2), SDPA's CPU flash kernel, RMSNorm, SwiGLU, RoPE (llama).
+HF_CASES = [
+    ("hf:gpt2:n_layer=2,n_embd=128,n_head=4,vocab_size=1000,n_positions=128,seq=64", 2, None,
+     None),
+    ("hf:llama:hidden_size=128,intermediate_size=344,num_hidden_layers=2,num_attention_heads=4,"
+     "num_key_value_heads=2,vocab_size=1000,seq=64", 2, None, None),
+]
 
 
 def memplan(binary, *args, ok=(0,)):
@@ -97,6 +105,65 @@ def check_graph(check, name, graph, stats):
     return inplace
 
 
+def symbolic_checks(check, binary, tmp):
+    """Symbolic export (the CLI's default): one export at batch 2, analyzed at
+    other sizes with --set, against eager steps measured at those sizes."""
+    cases = [("models:res_cnn", [{"batch": 8}]),
+             ("models:gpt_small", [{"batch": 8}, {"batch": 8, "seq": 32}])]
+    for spec, sizes in cases:
+        try:
+            symbolic_case(check, binary, tmp, spec, sizes)
+        except Exception as ex:  # noqa: BLE001 - report and count
+            check(f"{spec}: symbolic export ran", False, f"{type(ex).__name__}: {ex}")
+    p = subprocess.run([sys.executable, os.path.join(EXPORTER, "memplan_torch.py"), "export",
+                        "torchvision:no_such_net", "--batch", "2", "-o", os.path.join(tmp, "x")],
+                       capture_output=True, text=True)
+    check("a model that cannot be built: exit 2 naming it",
+          p.returncode == 2 and p.stderr.strip().endswith(
+              "memplan_torch: torchvision:no_such_net: ValueError: torchvision.models has no "
+              "no_such_net"), f"{p.returncode} {p.stderr[-300:]!r}")
+
+
+def symbolic_case(check, binary, tmp, spec, sizes):
+    out = os.path.join(tmp, spec.replace(":", "_") + ".sym.json")
+    p = subprocess.run([sys.executable, os.path.join(EXPORTER, "memplan_torch.py"), "export",
+                        spec, "--batch", "2", "-o", out], capture_output=True, text=True)
+    if not check(f"{spec}: symbolic export exits 0", p.returncode == 0,
+                 "" if p.returncode == 0 else p.stderr[-800:]):
+        return
+    g = json.load(open(out))
+    x = next(t for t in g["tensors"] if t["id"] == "x")
+    seq = "seq" in g["symbols"]
+    check(f"{spec}: symbols and the input's shape",
+          g["symbols"].get("batch") == 2 and x["shape"][0] == "batch"
+          and (not seq or (x["shape"] == ["batch", "seq"] and g["symbols"]["seq"] == 64)),
+          f"{g['symbols']} {x['shape']}")
+    for size in sizes:
+        sets = [a for k, v in size.items() for a in ("--set", f"{k}={v}")]
+        rep = os.path.join(tmp, "sym.rep.json")
+        memplan(binary, "analyze", out, "--json", rep, "-q", *sets)
+        pred = json.load(open(rep))["peak_bytes"]
+        model = mt.load_model(spec)
+        inputs = mt.example_inputs(model, size["batch"], seq=size.get("seq"))
+        meas = mt.measure(model, inputs, mt.make_target(model, inputs))["peak_bytes"]
+        e = err(pred, meas)
+        check(f"{spec} exported at batch 2, --set {size}: within 0.5% of the measured step",
+              abs(e) <= BASELINE_TOLERANCE,
+              f"predicted {pred} B, measured {meas} B, error {100 * e:+.3f}%")
+    if spec == "models:res_cnn":
+        rep = os.path.join(tmp, "sym.mb.json")
+        p = memplan(binary, "plan", out, "--budget", str(int(pred * 0.5)), "--global-batch",
+                    "16", "--json", rep, "-q", ok=(0, 1, 3))
+        mb = json.load(open(rep))
+        check(f"{spec}: plan --global-batch 16 on the export picks a micro-batch",
+              p.returncode == 0 and mb.get("batch_symbol") == "batch",
+              f"exit {p.returncode}: {p.stderr[-300:]}")
+        p = memplan(binary, "check", out, "--set", "batch=8", "--budget", str(int(meas * 1.01)),
+                    "-q", ok=(0, 1))
+        check(f"{spec}: check --set batch=8 with 1% headroom passes", p.returncode == 0,
+              p.stdout[-300:] + p.stderr[-300:])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memplan", required=True)
@@ -107,7 +174,7 @@ def main():
         check(f"torch {torch.__version__} is {args.require_torch}",
               torch.__version__.startswith(args.require_torch))
     with tempfile.TemporaryDirectory() as tmp:
-        for spec, batch, shape, depth in CASES:
+        for spec, batch, shape, depth in CASES + (HF_CASES if mt.TORCH2 else []):
             name = f"{spec} batch {batch}"
             stem = os.path.join(tmp, spec.replace(":", "_"))
             try:
@@ -195,6 +262,7 @@ def main():
             except Exception as ex:  # noqa: BLE001 - report and count
                 check(f"{name}: ran", False, f"{type(ex).__name__}: {ex}")
 
+        symbolic_checks(check, args.memplan, tmp)
         # Forward style through the CLI: memplan lowers it itself.
         fwd = os.path.join(tmp, "cnn_fwd.json")
         p = subprocess.run([sys.executable, os.path.join(EXPORTER, "memplan_torch.py"), "export",

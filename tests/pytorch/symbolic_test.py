@@ -58,8 +58,12 @@ def main():
           g["ops"][0]["workspace_bytes"] == "100*batch+3", g["ops"][0])
     g, st = symbolic.make_symbolic(lambda p: graph(*p, ws=lambda b, s: b * b * 10),
                                    ["batch", "seq"], (2, 8), (1, -1))
-    check("workspace not multilinear -> the export size's value, counted",
-          g["ops"][0]["workspace_bytes"] == 40 and st["workspace_constant"] == 1, g["ops"][0])
+    check("workspace not multilinear -> the largest value seen, counted",
+          g["ops"][0]["workspace_bytes"] == 160 and st["workspace_constant"] == 1, g["ops"][0])
+    g, st = symbolic.make_symbolic(lambda p: graph(*p, ws=lambda b, s: 292 - 40 * b),
+                                   ["batch", "seq"], (2, 8), (1, -1))
+    check("workspace shrinking with the batch -> the largest value seen",
+          g["ops"][0]["workspace_bytes"] == 212 and st["workspace_constant"] == 1, g["ops"][0])
 
     try:
         symbolic.make_symbolic(lambda p: graph(*p, square=True), ["batch", "seq"], (2, 8), (1, -1))
