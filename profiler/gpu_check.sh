@@ -162,7 +162,7 @@ else
   if timed 120 "$WORK/logs/configure.txt" cmake -S "$ROOT" -B "$WORK/build" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release -DMEMPLAN_BUILD_TESTS=OFF -DMEMPLAN_WITH_ONNX=OFF "${cuda[@]}" \
     "${hdr[@]}" &&
-    timed 300 "$WORK/logs/build.txt" cmake --build "$WORK/build" -j "$(nproc)" --target memplan; then
+    timed "${MEMPLAN_BUILD_TIMEOUT:-300}" "$WORK/logs/build.txt" cmake --build "$WORK/build" -j "$(nproc)" --target memplan; then
     MEMPLAN=$WORK/build/cli/memplan
     echo built-here >"$WORK/binary_source.txt"
   else

@@ -99,8 +99,13 @@ class ExportError(ValueError):
 # --------------------------------------------------------------------------
 # Models, inputs and the training step
 # --------------------------------------------------------------------------
-def load_model(spec):
-    """`torchvision:NAME` or `package.module:factory` -> nn.Module (seeded, train mode)."""
+def load_model(spec, device=None):
+    """`torchvision:NAME`, `hf:ARCH[:k=v,...]` or `package.module:factory` ->
+    nn.Module (seeded, train mode); built on `device` when given ("meta": no
+    weights allocated, nothing initialised for real)."""
+    if device is not None:
+        with torch.device(device):
+            return load_model(spec)
     if ":" not in spec:
         raise ValueError(f"expected torchvision:NAME or package.module:factory")
     mod_name, attr = spec.split(":", 1)
@@ -134,7 +139,15 @@ def has_seq(model):
 
 def example_inputs(model, batch, input_shape=None, seq=None):
     """The step's input tuple: model.example_input(batch[, seq]), else
-    randn(batch, *shape)."""
+    randn(batch, *shape); on the model's device (meta for a meta model)."""
+    p = next(model.parameters(), None)
+    if p is not None and p.is_meta:
+        with torch.device("meta"):
+            return _example_inputs(model, batch, input_shape, seq)
+    return _example_inputs(model, batch, input_shape, seq)
+
+
+def _example_inputs(model, batch, input_shape, seq):
     torch.manual_seed(SEED + 1)
     if input_shape is None and hasattr(model, "example_input"):
         x = model.example_input(batch, seq=seq) if seq is not None else model.example_input(batch)
@@ -150,11 +163,13 @@ def make_target(model, inputs):
     if getattr(model, "memplan_returns_loss", False):
         return inputs[0].clone()
     probe = copy.deepcopy(model).eval()
-    with torch.no_grad():
+    import contextlib
+    on = torch.device("meta") if inputs[0].is_meta else contextlib.nullcontext()
+    with torch.no_grad(), on:
         out = probe(*[x[:1] for x in inputs])
     shape = (inputs[0].shape[0],) + tuple(out.shape[1:-1])
     torch.manual_seed(SEED + 2)
-    return torch.randint(0, out.shape[-1], shape)
+    return torch.randint(0, out.shape[-1], shape, device=inputs[0].device)
 
 
 def loss_fn(out, target):
@@ -391,7 +406,10 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
         args = list(inputs) + [target]
         params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
     torch.manual_seed(SEED + 3)
-    with ScopeRecorder(wrapped, names, record_inplace):
+    import contextlib
+    on_meta = inputs[0].is_meta
+    with ScopeRecorder(wrapped, names, record_inplace), \
+            (_meta_patches() if on_meta else contextlib.nullcontext()):
         loss = compiled(*args)
         loss.backward()
 
@@ -407,6 +425,72 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
     real = [t for _, t in params + buffers] + list(inputs) + [target]
     graphs["fw"] = (graphs["fw"][0], real)
     return graphs, primals
+
+
+@__import__("contextlib").contextmanager
+def _meta_patches():
+    """What tracing on the meta device needs to give the CPU trace's graph:
+    * F.cross_entropy as the ops it decomposes to on the CPU (log_softmax,
+      nll_loss_forward): on meta, aten.nll_loss has a Python meta kernel and
+      no autograd kernel, so AOT's backward trace would stop at the loss;
+    * torch.autocast(device_type="meta") (transformers' RoPE disables
+      autocast on its input's device) as the CPU's;
+    * F.scaled_dot_product_attention picks its kernel as the CPU would
+      (torch._fused_sdp_choice on CPU stand-ins: stride-0 views of one row,
+      no data); on meta it would always take the math path."""
+    orig = F.cross_entropy
+    orig_autocast = torch.autocast
+    orig_sdpa = F.scaled_dot_product_attention
+
+    def stand_in(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return torch.empty(t.shape[-1] if t.dim() else 1, dtype=t.dtype).expand(t.shape)
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+        if query.is_meta and not enable_gqa:
+            from torch.utils._python_dispatch import _disable_current_modes
+            with _disable_current_modes():  # a question, not a traced op
+                choice = torch._fused_sdp_choice(stand_in(query), stand_in(key),
+                                                 stand_in(value), stand_in(attn_mask), dropout_p,
+                                                 is_causal, scale=scale)
+            if choice == int(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+                if isinstance(attn_mask, torch.Tensor) and attn_mask.dtype == torch.bool:
+                    # as the CPU kernel converts it: where(mask, 0, -inf)
+                    neg = torch.scalar_tensor(float("-inf"), dtype=query.dtype,
+                                              device=query.device)
+                    zero = torch.scalar_tensor(0.0, dtype=query.dtype, device=query.device)
+                    attn_mask = torch.where(attn_mask, zero, neg)
+                return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                    query, key, value, dropout_p, is_causal, attn_mask=attn_mask,
+                    scale=scale)[0]
+        return orig_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                         is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+
+    class autocast(orig_autocast):
+        def __init__(self, device_type, *a, **k):
+            super().__init__("cpu" if device_type == "meta" else device_type, *a, **k)
+    reductions = {"none": 0, "mean": 1, "sum": 2}
+
+    def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                      reduce=None, reduction="mean", label_smoothing=0.0):
+        if (input.dim() == 2 and target.dim() == 1 and weight is None and size_average is None
+                and reduce is None and label_smoothing == 0.0 and reduction in reductions
+                and not target.is_floating_point()):
+            logp = F.log_softmax(input, 1)
+            return torch.ops.aten.nll_loss_forward(logp, target, None, reductions[reduction],
+                                                   ignore_index)[0]
+        return orig(input, target, weight, size_average, ignore_index, reduce, reduction,
+                    label_smoothing)
+
+    F.cross_entropy, torch.autocast = cross_entropy, autocast
+    F.scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention = sdpa
+    try:
+        yield
+    finally:
+        F.cross_entropy, torch.autocast = orig, orig_autocast
+        F.scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention = orig_sdpa
 
 
 def remove_dead_code(gm):
@@ -512,8 +596,11 @@ def _schema_aliases(node):
 
 
 def _storage(t):
+    """The identity of t's storage (meta tensors included: views share it)."""
     if not isinstance(t, torch.Tensor) or t.numel() == 0:
         return None
+    if TORCH2:
+        return t.untyped_storage()._cdata
     return t.storage().data_ptr()
 
 
@@ -572,7 +659,15 @@ def buffer_updates(nodes, placeholders):
     return res
 
 
-def convert(graphs, primals, name, style="joint", target_device="cpu"):
+def _conv_groups(node):
+    t = str(node.target)
+    k = {"aten.convolution.default": 8, "aten.convolution_backward.default": 9}.get(t)
+    if k is None or len(node.args) <= k or not isinstance(node.args[k], int):
+        return 1
+    return node.args[k]
+
+
+def convert(graphs, primals, name, style="joint", target_device="cpu", measure_workspace=True):
     fw_gm, fw_args = graphs["fw"]
     bw_gm, _ = graphs["bw"]
     fw_ph = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
@@ -581,15 +676,21 @@ def convert(graphs, primals, name, style="joint", target_device="cpu"):
                          "(tied weights are deduplicated by aot; not handled)")
 
     from torch.profiler import ProfilerActivity, profile
+    import contextlib
+    on_meta = any(isinstance(a, torch.Tensor) and a.is_meta for a in fw_args)
+    measure_workspace = measure_workspace and not on_meta
+    profiled = (lambda: profile(activities=[ProfilerActivity.CPU], profile_memory=True)) \
+        if measure_workspace else contextlib.nullcontext
+    ws_of = op_workspaces if measure_workspace else (lambda prof: {})
     prev_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as measure() runs the eager step
     try:
         with torch.no_grad():
             torch.manual_seed(SEED + 3)
-            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            with profiled() as prof:
                 fw_run = Recorder(fw_gm)
                 fw_outs = fw_run.run(*fw_args)
-            ws_fw = op_workspaces(prof)
+            ws_fw = ws_of(prof)
             bw_ph = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
             # The forward returns [updated buffers (torch 2.x), user outputs,
             # saved tensors]; the backward takes [saved tensors, tangents].
@@ -598,10 +699,10 @@ def convert(graphs, primals, name, style="joint", target_device="cpu"):
             n_mut = len(fw_outs) - n_saved - n_user
             fw_outs = fw_outs[n_mut:]
             tangents = [torch.ones_like(o) for o in fw_outs[:n_user]]
-            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            with profiled() as prof:
                 bw_run = Recorder(bw_gm)
                 bw_run.run(*(list(fw_outs[n_user:]) + tangents))
-            ws_bw = op_workspaces(prof)
+            ws_bw = ws_of(prof)
     finally:
         torch.set_num_threads(prev_threads)
     values = {**fw_run.values, **bw_run.values}
@@ -660,7 +761,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu"):
     overwritten = {}   # tensor id an eager in-place op overwrote -> index of that op
     stats = {"views_by_schema": 0, "views_by_storage": 0, "schema_alias_copied": 0,
              "eager_inplace": 0, "inplace_ops": {}, "workspace_ops": 0,
-             "buffer_updates_in_place": 0}
+             "buffer_updates_in_place": 0, "constants": 0}
 
     def emit(gm, phase):
         getitems = {}
@@ -680,6 +781,11 @@ def convert(graphs, primals, name, style="joint", target_device="cpu"):
                     inputs.append(tid[a])
                 elif a.target is operator.getitem and (a.args[0], a.args[1]) in tid:
                     inputs.append(tid[(a.args[0], a.args[1])])
+                elif a.op == "get_attr" and isinstance(values.get(a), torch.Tensor):
+                    # a constant the traced code made (torch.tensor(...)): resident
+                    inputs.append(add_tensor(a, f"{phase[:2]}.{a.target}", values[a],
+                                             "buffer")["id"])
+                    stats["constants"] += 1
                 else:
                     raise ExportError(f"{node.name}: input {a.name} has no tensor")
             in_vals = [values[a] for a in in_nodes]
@@ -746,6 +852,9 @@ def convert(graphs, primals, name, style="joint", target_device="cpu"):
             fl = _flops(node, in_vals, outs)
             if fl:
                 op["flops"] = fl
+            groups = _conv_groups(node)
+            if groups > 1:
+                op["groups"] = groups  # for workspace.py's rules
             ws = (ws_fw if phase == "forward" else ws_bw).get(node.name, 0)
             if ws >= WORKSPACE_MIN:
                 op["workspace_bytes"] = ws
@@ -933,24 +1042,38 @@ def sink_backward_views(ops, tensors):
 
 def export(model, example_inputs, target=None, style="joint", name="model",
            partition_fn=default_partition, with_stats=False, record_inplace=True,
-           target_device="cpu"):
+           target_device="cpu", workspace="rules"):
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
     record_inplace=False writes the functionalized graph as traced (eager's
-    in-place ops then allocate, as in a compiled step). target_device: where
+    in-place ops then allocate, as in a compiled step). workspace: per-op
+    scratch from "rules" (workspace.py: shapes and device), "measure"d by
+    replaying the step on this CPU (torch.profiler; the tests' oracle), or
+    "none". target_device: where
     the eager step will run ("cpu" or "cuda"; the graph is traced on this
     CPU either way): eager kernels that differ (dropout) follow it."""
     if target_device not in ("cpu", "cuda"):
         raise ValueError(f"target_device {target_device!r}: cpu or cuda")
+    if workspace not in ("rules", "measure", "none"):
+        raise ValueError(f"workspace {workspace!r}: rules, measure or none")
     if style not in ("joint", "forward"):
         raise ValueError(f"style {style!r}: joint or forward")
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
         else (example_inputs,)
     if target is None:
         target = make_target(model, inputs)
+    # A model and inputs on the meta device are traced without data (nothing
+    # allocated, no kernel run). Tensors the model creates must follow its
+    # inputs' device (torch.arange(n, device=x.device)): a device context
+    # around AOT's trace loses the backward.
     graphs, primals = capture(model, inputs, target, partition_fn, record_inplace)
-    graph, stats = convert(graphs, primals, name, style, target_device)
+    graph, stats = convert(graphs, primals, name, style, target_device,
+                           measure_workspace=workspace == "measure")
+    if workspace == "rules":
+        import workspace as workspace_rules
+        stats["workspace_ops"] = workspace_rules.apply_rules(graph, target_device)
+    stats["workspace"] = workspace
     errs = validate(graph)
     if errs:
         raise RuntimeError("exported graph fails its self-check:\n  " + "\n  ".join(errs[:20]))
@@ -1214,7 +1337,8 @@ def _shape(text):
 
 
 def _setup(args):
-    model = load_model(args.model)
+    meta = getattr(args, "device", "cpu") != "cpu"
+    model = load_model(args.model, device="meta" if meta else None)
     inputs = example_inputs(model, args.batch, args.input_shape)
     return model, inputs, make_target(model, inputs)
 
@@ -1237,6 +1361,15 @@ def main(argv=None):
                          "for sequence models, solved from a few exports at nearby sizes)")
     ex.add_argument("--seq", type=int, help="sequence length for sequence models "
                                             "(default: the model's)")
+    ex.add_argument("--device", default="cpu", choices=("cpu", "meta", "cuda", "h100", "h200",
+                                                        "a100"),
+                    help="cpu: traced on this CPU's tensors, for an eager step on the CPU; "
+                         "meta: traced without data (nothing allocated, no step run), for the "
+                         "CPU; cuda, h100, h200, a100: traced without data, for an eager step "
+                         "on that GPU (its dropout kernel; no CPU scratch)")
+    ex.add_argument("--measure-workspace", action="store_true",
+                    help="per-op scratch measured by replaying the step on this CPU "
+                         "(--device cpu only) instead of workspace.py's rules")
     ex.add_argument("--partition", choices=("default", "min_cut"), default="default",
                     help="aot partitioner (joint style): default saves what the backward "
                          "reads; min_cut is PyTorch's rematerializing partitioner")
@@ -1257,17 +1390,23 @@ def _run(args):
     if args.cmd == "export":
         pf = default_partition if args.partition == "default" else min_cut_rematerialization_partition
         name = args.model.split(":")[-1]
+        if args.measure_workspace and args.device != "cpu":
+            raise ValueError("--measure-workspace replays the step on this CPU: it needs "
+                             "--device cpu")
+        kw = {"target_device": "cpu" if args.device in ("cpu", "meta") else "cuda",
+              "workspace": "measure" if args.measure_workspace else "rules"}
         if args.static:
             if args.seq is not None:
                 inputs = example_inputs(model, args.batch, args.input_shape, seq=args.seq)
                 target = make_target(model, inputs)
             graph, stats = export(model, inputs, target, style=args.style, name=name,
-                                  partition_fn=pf, with_stats=True)
+                                  partition_fn=pf, with_stats=True, **kw)
         else:
             import symbolic
             try:
                 graph, stats = export_symbolic(model, args.batch, args.input_shape, seq=args.seq,
-                                               name=name, style=args.style, partition_fn=pf)
+                                               name=name, style=args.style, partition_fn=pf,
+                                               **kw)
             except (symbolic.SymbolicError, ValueError) as e:
                 print(f"memplan_torch: {args.model}: {e} (export --static writes integer "
                       "shapes)", file=sys.stderr)

@@ -102,7 +102,7 @@ class Attention(nn.Module):
         q, k, v = self.c_attn(x).split(d, dim=2)
         q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // self.heads))
-        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         att = self.drop(F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1))
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
         return self.drop(self.c_proj(y))
@@ -138,7 +138,7 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(d, vocab, bias=False)
 
     def forward(self, idx):
-        pos = torch.arange(idx.shape[1])
+        pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.h:
             x = block(x)

@@ -105,6 +105,33 @@ def check_graph(check, name, graph, stats):
     return inplace
 
 
+def _structure(g):
+    return ([(t["id"], t["shape"], t["dtype"], t.get("kind"), t.get("alias_of"),
+              t.get("grad_of")) for t in g["tensors"]],
+            [(o["id"], o["type"], o["inputs"], o["outputs"], o["phase"], o.get("scope"),
+              o.get("workspace_bytes")) for o in g["ops"]])
+
+
+def meta_checks(check):
+    """export on the meta device (no weights, no step run) writes the graph a
+    CPU export writes, scratch rules included."""
+    for spec in ["models:gpt_small", "models:act_cnn", HF_CASES[1][0]]:
+        try:
+            model = mt.load_model(spec)
+            inputs = mt.example_inputs(model, 2)
+            cpu = mt.export(model, inputs, mt.make_target(model, inputs))
+            model = mt.load_model(spec, device="meta")
+            inputs = mt.example_inputs(model, 2)
+            meta = mt.export(model, inputs, mt.make_target(model, inputs))
+            a, b = _structure(cpu), _structure(meta)
+            diff = next((f"{x} vs {y}" for k in (0, 1) for x, y in zip(a[k], b[k]) if x != y),
+                        f"{len(a[1])} vs {len(b[1])} ops")
+            check(f"{spec.split(',')[0]}: the meta export is the CPU export", a == b,
+                  "" if a == b else diff[:400])
+        except Exception as ex:  # noqa: BLE001 - report and count
+            check(f"{spec.split(',')[0]}: meta export ran", False, f"{type(ex).__name__}: {ex}")
+
+
 def symbolic_checks(check, binary, tmp):
     """Symbolic export (the CLI's default): one export at batch 2, analyzed at
     other sizes with --set, against eager steps measured at those sizes."""
@@ -179,7 +206,8 @@ def main():
             stem = os.path.join(tmp, spec.replace(":", "_"))
             try:
                 model, inputs, target = fresh(spec, batch, shape)
-                graph, stats = mt.export(model, inputs, target, name=spec, with_stats=True)
+                graph, stats = mt.export(model, inputs, target, name=spec, with_stats=True,
+                                         workspace="measure")
                 with open(stem + ".json", "w") as f:
                     f.write(mt.dumps(graph))
                 inplace = check_graph(check, name, graph, stats)
@@ -222,13 +250,15 @@ def main():
                     # Under the min-cut partitioner the activations rerun in the backward,
                     # their clones with them: nothing moves to the forward.
                     gmc, smc = mt.export(model, inputs, target, name=spec, with_stats=True,
+                                         workspace="measure",
                                          partition_fn=mt.min_cut_rematerialization_partition)
                     check(f"{name}: min-cut export keeps recomputed in-place clones backward",
                           not mt.validate(gmc) and smc["inplace_clones_hoisted"] == 0,
                           f"hoisted {smc['inplace_clones_hoisted']}")
                 if spec == "models:inplace_shift":
                     # Its eager peak is in the forward, where `h += 1` runs in place.
-                    g2 = mt.export(model, inputs, target, name=spec, record_inplace=False)
+                    g2 = mt.export(model, inputs, target, name=spec, record_inplace=False,
+                                   workspace="measure")
                     with open(stem + ".noinp.json", "w") as f:
                         f.write(mt.dumps(g2))
                     memplan(args.memplan, "analyze", stem + ".noinp.json", "--json",
@@ -263,6 +293,8 @@ def main():
                 check(f"{name}: ran", False, f"{type(ex).__name__}: {ex}")
 
         symbolic_checks(check, args.memplan, tmp)
+        if mt.TORCH2:
+            meta_checks(check)
         # Forward style through the CLI: memplan lowers it itself.
         fwd = os.path.join(tmp, "cnn_fwd.json")
         p = subprocess.run([sys.executable, os.path.join(EXPORTER, "memplan_torch.py"), "export",
