@@ -92,6 +92,38 @@ WORKSPACE_MIN = 64
 RESIDENT = {"input", "parameter", "buffer", "optimizer_state"}
 
 
+class Progress:
+    """One line redrawn on stderr while an export runs: phase, done/total,
+    seconds. Only on a terminal, never with -q (CI logs stay clean)."""
+
+    def __init__(self, enabled=None):
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.start = None
+        self.drawn = False
+        self.prefix = ""  # the outer step, e.g. "export 2/5 (batch=3, seq=63): "
+
+    def __call__(self, phase, done=None, total=None):
+        if not self.enabled:
+            return
+        import time
+        if self.start is None:
+            self.start = time.time()
+        count = f" {done}/{total}" if total else ""
+        sys.stderr.write(f"\r\033[Kmemplan_torch: {self.prefix}{phase}{count}, "
+                         f"{time.time() - self.start:.0f} s")
+        sys.stderr.flush()
+        self.drawn = True
+
+    def done(self):
+        if self.drawn:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.drawn = False
+
+
+PROGRESS = Progress(enabled=False)  # the CLI turns it on for a terminal
+
+
 class ExportError(ValueError):
     """A graph the exporter cannot write faithfully (names the node)."""
 
@@ -1067,7 +1099,9 @@ def export(model, example_inputs, target=None, style="joint", name="model",
     # allocated, no kernel run). Tensors the model creates must follow its
     # inputs' device (torch.arange(n, device=x.device)): a device context
     # around AOT's trace loses the backward.
+    PROGRESS("tracing (AOTAutograd)")
     graphs, primals = capture(model, inputs, target, partition_fn, record_inplace)
+    PROGRESS("converting")
     graph, stats = convert(graphs, primals, name, style, target_device,
                            measure_workspace=workspace == "measure")
     if workspace == "rules":
@@ -1100,8 +1134,14 @@ def export_symbolic(model, batch, input_shape=None, seq=None, name="model", **kw
             raise ValueError(f"{name}: seq {seq}: symbolic export needs seq >= 3")
     stats_at_base = {}
 
+    count = [0]
+    total = 2 ** len(names) + 1
+
     def export_at(point):
         sizes = dict(zip(names, point))
+        count[0] += 1
+        PROGRESS.prefix = (f"export {count[0]}/{total} ("
+                           + ", ".join(f"{k}={v}" for k, v in sizes.items()) + "): ")
         inputs = example_inputs(model, sizes["batch"], input_shape, seq=sizes.get("seq"))
         target = make_target(model, inputs)
         g, st = export(model, inputs, target, name=name, with_stats=True, **kw)
@@ -1109,7 +1149,10 @@ def export_symbolic(model, batch, input_shape=None, seq=None, name="model", **kw
             stats_at_base.update(st)
         return g
 
-    graph, sym_stats = symbolic.make_symbolic(export_at, names, tuple(base), tuple(step))
+    try:
+        graph, sym_stats = symbolic.make_symbolic(export_at, names, tuple(base), tuple(step))
+    finally:
+        PROGRESS.prefix = ""
     return graph, {**stats_at_base, **sym_stats, "symbols": dict(zip(names, base))}
 
 
@@ -1377,7 +1420,10 @@ def main(argv=None):
     ms.add_argument("--plan", help="memplan.plan/1 with a module list (memplan plan "
                                    "--granularity module) to apply before measuring")
     ms.add_argument("--json", help="write the report here (also printed)")
+    for p in (ex, ms):
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     args = ap.parse_args(argv)
+    PROGRESS.enabled = sys.stderr.isatty() and not args.quiet
     try:
         return _run(args)
     except Exception as e:  # noqa: BLE001 - bad input is exit 2 naming the model
@@ -1386,6 +1432,14 @@ def main(argv=None):
 
 
 def _run(args):
+    try:
+        return _run_command(args)
+    finally:
+        PROGRESS.done()
+
+
+def _run_command(args):
+    PROGRESS("building " + args.model)
     model, inputs, target = _setup(args)
     if args.cmd == "export":
         pf = default_partition if args.partition == "default" else min_cut_rematerialization_partition
@@ -1417,6 +1471,7 @@ def _run(args):
         print(json.dumps({"output": args.output, "ops": len(graph["ops"]), "forward_ops": fw,
                           "tensors": len(graph["tensors"]), **stats}, indent=1))
         return 0
+    PROGRESS("measuring one eager step")
     report = measure(model, inputs, target, plan=args.plan)
     report = {"model": args.model, "batch": args.batch, **report}
     text = json.dumps(report, indent=1)
