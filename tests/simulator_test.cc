@@ -323,7 +323,7 @@ TEST_CASE("lower bound: an in-place takeover shares the input's buffer") {
 }
 
 TEST_CASE("baseline matches a measured eager PyTorch step on captured joint graphs") {
-  // Eager peaks measured with exporters/pytorch/measure_eager.py (torch 1.13.1
+  // Eager peaks measured by tests/pytorch/eager_peaks.py (torch 1.13.1
   // CPU, kineto memory events); the small difference is scalar temporaries
   // outside the graph. Kept here as a regression check on the model.
   struct Case {

@@ -793,7 +793,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
     overwritten = {}   # tensor id an eager in-place op overwrote -> index of that op
     stats = {"views_by_schema": 0, "views_by_storage": 0, "schema_alias_copied": 0,
              "eager_inplace": 0, "inplace_ops": {}, "workspace_ops": 0,
-             "buffer_updates_in_place": 0, "constants": 0}
+             "buffer_updates_in_place": 0, "constants": 0, "ops_without_schema": []}
 
     def emit(gm, phase):
         getitems = {}
@@ -825,6 +825,14 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
             if flow:
                 grad_flow.add(node)
             aliases = _schema_aliases(node)
+            if getattr(node.target, "_schema", None) is None and \
+                    str(node.target) not in EXTRA_VIEWS:
+                # No schema: aliasing unknown. Outputs sharing an input's storage
+                # become views (checked below), the rest new buffers.
+                stats["ops_without_schema"].append(node.name)
+                print(f"memplan_torch: warning: {node.name} ({node.target}) has no ATen "
+                      "schema; its outputs are new buffers unless they share an input's "
+                      "storage", file=sys.stderr)
             # Eager ran this op in place on its first argument (see ScopeRecorder).
             inplace_of = None
             if INPLACE_KEY in node.meta and not multi and node.args and \
@@ -1123,7 +1131,10 @@ def export_symbolic(model, batch, input_shape=None, seq=None, name="model", **kw
     Returns (graph, stats); raises symbolic.SymbolicError when some size
     cannot be expressed."""
     import symbolic
-    names, base, step = ["batch"], [batch], [1]
+    # Batch 1 takes other code paths in some models (transformers' position
+    # ids: a slice instead of an expand, both views): solved from batches 2..4
+    # and then set to 1.
+    names, base, step = ["batch"], [max(batch, 2)], [1]
     if input_shape is None and has_seq(model):
         if seq is None:
             seq = example_inputs(model, 1)[0].shape[1]
@@ -1153,7 +1164,8 @@ def export_symbolic(model, batch, input_shape=None, seq=None, name="model", **kw
         graph, sym_stats = symbolic.make_symbolic(export_at, names, tuple(base), tuple(step))
     finally:
         PROGRESS.prefix = ""
-    return graph, {**stats_at_base, **sym_stats, "symbols": dict(zip(names, base))}
+    graph["symbols"]["batch"] = batch
+    return graph, {**stats_at_base, **sym_stats, "symbols": graph["symbols"]}
 
 
 # --------------------------------------------------------------------------
@@ -1443,7 +1455,8 @@ def _run_command(args):
     model, inputs, target = _setup(args)
     if args.cmd == "export":
         pf = default_partition if args.partition == "default" else min_cut_rematerialization_partition
-        name = args.model.split(":")[-1]
+        parts = args.model.split(":")
+        name = ":".join(parts[:2]) if parts[0] == "hf" else parts[-1]
         if args.measure_workspace and args.device != "cpu":
             raise ValueError("--measure-workspace replays the step on this CPU: it needs "
                              "--device cpu")
