@@ -1,0 +1,277 @@
+// A model of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp,
+// torch 2.x, class DeviceCachingAllocator) for one device and one stream.
+//
+// What it sees: an ordered sequence of Malloc(id, bytes) / Free(id) events
+// (plus optional EmptyCache()) issued on a single stream. It never sees the
+// graph, tensors, kernels or timing.
+//
+// What it returns: after every event, the allocator's state (segments and the
+// blocks inside them) and DeviceStats-style counters: allocated / reserved /
+// active / inactive-split bytes with peaks, segment count, retries, OOMs, the
+// largest cached free block and the reserved - allocated gap at the reserved
+// peak. Malloc fails (false + message) on a simulated out-of-memory when a
+// device capacity is configured.
+//
+// Recipe (each step names the PyTorch function it follows):
+//   Malloc: round_size -> get_pool (small if <= kSmallSize) ->
+//     get_allocation_size -> get_free_block (best fit by (size, address)) ->
+//     else [garbage_collect_cached_blocks] -> alloc_block (new segment, or
+//     map pages of the pool's expandable segment) -> else
+//     release_available_cached_blocks + alloc_block -> else
+//     release_cached_blocks + alloc_block (a "retry") -> else OOM.
+//     Then should_split / alloc_found_block splits the found block.
+//   Free: free_block merges the block with free neighbours in its segment
+//     (try_merge_blocks) and caches it; memory is never returned to the device.
+//   EmptyCache: release_cached_blocks: cudaFree every unsplit free segment and
+//     unmap every fully free page of expandable segments.
+//
+// Complexity: Malloc/Free are O(log n) in the number of blocks n, except the
+// rare release paths (O(n)) and, with expandable segments, the search for an
+// unmapped range (O(blocks in the pool's expandable segments)). Memory O(n).
+//
+// Where it falls short of the real allocator:
+//   - One stream, no recordStream/events: a block is free the moment Free is
+//     called. No CUDA graph private pools, no IPC, no MemPool.
+//   - Device addresses are synthetic (a bump counter, never reused), so ties
+//     between equal-size free blocks in different segments resolve by
+//     segment creation order; cudaMalloc's real addresses may order them
+//     differently.
+//   - device_capacity stands for setMemoryFraction's allowed_memory_maximum:
+//     a new segment fails when reserved + alloc_size > capacity (alloc_block).
+//     Memory held by the CUDA context, other processes or the driver is not
+//     modelled; subtract it from the capacity yourself.
+//   - garbage_collection_threshold runs only when device_capacity is set
+//     (PyTorch: only after setMemoryFraction), with block ages counted in
+//     get_free_block calls per pool exactly as PyTorch does.
+//   - Expandable segments: per pool, segments of expandable_virtual_size
+//     address space (PyTorch: 9/8 of device memory), a new one only when no
+//     existing one has room; pages are 2 MiB (small pool) / 20 MiB (large
+//     pool) as in find_expandable_block. Pages are unmapped only by
+//     EmptyCache or the OOM retry path, which also drop a segment with no
+//     page left. IPC and peer access are not modelled. Expandable pages are not counted in
+//     `segment` (PyTorch's map_block does not count them either).
+//   - FreeCudaMemoryCallbacks, oversize_* stats and per-pool stat arrays are
+//     not modelled; stats are the AGGREGATE row only.
+#ifndef MEMPLAN_ANALYZER_ALLOC_CACHING_ALLOCATOR_H_
+#define MEMPLAN_ANALYZER_ALLOC_CACHING_ALLOCATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace memplan::alloc {
+
+inline constexpr int64_t kMiB = 1024 * 1024;
+
+// Constants of CUDACachingAllocator.cpp (top of file, namespace Native).
+inline constexpr int64_t kMinBlockSize = 512;         // all sizes rounded to >= 512 B
+inline constexpr int64_t kSmallSize = 1 * kMiB;       // largest "small" request
+inline constexpr int64_t kSmallBuffer = 2 * kMiB;     // small pool segment size
+inline constexpr int64_t kMinLargeAlloc = 10 * kMiB;  // below: use a kLargeBuffer
+inline constexpr int64_t kRoundLarge = 2 * kMiB;      // large segments rounded to this
+inline constexpr int64_t kLargeBuffer = 20 * kMiB;    // 1..10 MiB requests' segment
+// c10/core/AllocatorConfig.cpp: roundup_power2_divisions has 16 intervals,
+// one per power of two from 1 MiB (index 0, also all smaller sizes) to 64 GiB.
+inline constexpr int kRoundupPower2Intervals = 16;
+inline constexpr int kRoundupPower2StartLog2 = 20;  // log2(1 MiB)
+// max_split_size when unset (AllocatorConfig: std::numeric_limits max).
+inline constexpr int64_t kNoMaxSplitSize = std::numeric_limits<int64_t>::max();
+// Virtual size of an expandable segment when no capacity is set (PyTorch
+// reserves totalGlobalMem * 9/8; 1 TiB is "effectively unbounded" here).
+inline constexpr int64_t kDefaultExpandableVirtualSize = int64_t{1} << 40;
+
+// Allocator settings. Defaults are PyTorch's defaults with unlimited memory.
+// Invariants (checked by ValidateConfig): every size > 0; min_block_size is a
+// power of two; small_size < small_buffer; max_split_size >= large_buffer;
+// each roundup_power2_divisions entry is 0 or a power of two;
+// 0 <= garbage_collection_threshold < 1; device_capacity >= 0.
+struct Config {
+  int64_t min_block_size = kMinBlockSize;
+  int64_t small_size = kSmallSize;
+  int64_t small_buffer = kSmallBuffer;
+  int64_t min_large_alloc = kMinLargeAlloc;
+  int64_t round_large = kRoundLarge;
+  int64_t large_buffer = kLargeBuffer;
+  // max_split_size_mb: blocks >= this are never split, and are used only for
+  // requests >= this that waste less than max_non_split_rounding.
+  int64_t max_split_size = kNoMaxSplitSize;
+  // max_non_split_rounding_mb (get_free_block's "+ kLargeBuffer" slack).
+  int64_t max_non_split_rounding = kLargeBuffer;
+  // roundup_power2_divisions per interval; 0 or 1 = plain 512 B rounding.
+  std::array<int64_t, kRoundupPower2Intervals> roundup_power2_divisions{};
+  // garbage_collection_threshold: fraction of device_capacity; 0 = off.
+  double garbage_collection_threshold = 0.0;
+  bool expandable_segments = false;
+  // Page sizes of expandable segments (find_expandable_block).
+  int64_t expandable_small_page = kSmallBuffer;
+  int64_t expandable_large_page = kLargeBuffer;
+  // 0 = derived: device_capacity * 9/8, or kDefaultExpandableVirtualSize.
+  int64_t expandable_virtual_size = 0;
+  // Bytes the allocator may reserve; 0 = unlimited.
+  int64_t device_capacity = 0;
+};
+
+// False with a message naming the field when `config` breaks an invariant.
+bool ValidateConfig(const Config& config, std::string* error);
+
+// round_size: the bytes a request of `bytes` occupies (>= min_block_size).
+int64_t RoundSize(const Config& config, int64_t bytes);
+// get_allocation_size: the segment size cudaMalloc'd for a rounded request.
+int64_t AllocationSize(const Config& config, int64_t rounded_bytes);
+
+// One DeviceStats counter: the current value and its high-water mark.
+struct Stat {
+  int64_t current = 0;
+  int64_t peak = 0;
+};
+
+// DeviceStats, AGGREGATE row. Invariants: every current >= 0 and <= peak;
+// allocated_bytes.current <= reserved_bytes.current.
+struct Stats {
+  Stat allocation;                // live blocks handed out
+  Stat segment;                   // cudaMalloc'd segments (not expandable pages)
+  Stat active;                    // == allocation (no stream events modelled)
+  Stat inactive_split;            // free blocks inside partly used segments
+  Stat allocated_bytes;           // sum of rounded sizes of live blocks
+  Stat reserved_bytes;            // bytes held from the device
+  Stat active_bytes;              // == allocated_bytes here
+  Stat inactive_split_bytes;      // bytes of inactive_split blocks
+  Stat requested_bytes;           // sum of the callers' unrounded sizes
+  int64_t num_alloc_retries = 0;  // mallocs that had to free all cache
+  int64_t num_ooms = 0;
+  int64_t num_device_alloc = 0;  // cudaMalloc calls / page mappings
+  int64_t num_device_free = 0;   // cudaFree calls / page unmappings
+  // reserved - allocated right after the event that first set the current
+  // reserved_bytes.peak (the fragmentation PyTorch users see at the peak).
+  int64_t unallocated_at_reserved_peak = 0;
+};
+
+// A block as reported by Segments(). `mapped` is false only for the
+// unbacked address range of an expandable segment.
+struct BlockInfo {
+  int64_t address = 0;
+  int64_t size = 0;
+  int64_t requested_size = 0;  // 0 when free
+  bool allocated = false;
+  bool mapped = true;
+};
+
+// One segment (a cudaMalloc, or one expandable segment's mapped blocks).
+// Invariant: blocks are contiguous, in address order, and sum to total_size
+// (which, for expandable segments, counts mapped bytes only).
+struct SegmentInfo {
+  int64_t address = 0;
+  int64_t total_size = 0;
+  int64_t allocated_size = 0;
+  bool is_small = false;
+  bool is_expandable = false;
+  std::vector<BlockInfo> blocks;  // mapped blocks only
+};
+
+class CachingAllocator {
+ public:
+  // `config` must pass ValidateConfig.
+  explicit CachingAllocator(const Config& config);
+
+  // Allocates `bytes` for the caller's `id`. False (state unchanged except
+  // cache released on the retry path and stats.num_ooms) when the id is live,
+  // bytes < 0, or the simulated device is out of memory.
+  // A 0-byte request holds no memory (PyTorch returns nullptr for it).
+  bool Malloc(int64_t id, int64_t bytes, std::string* error);
+  // Frees the block of `id`. False when `id` is not live.
+  bool Free(int64_t id, std::string* error);
+  // torch.cuda.empty_cache(): release_cached_blocks.
+  void EmptyCache();
+
+  const Stats& stats() const { return stats_; }
+  const Config& config() const { return config_; }
+  // The largest cached free block (cacheInfo), 0 when none.
+  int64_t LargestFreeBlock() const;
+  // All segments in address order (snapshot()).
+  std::vector<SegmentInfo> Segments() const;
+
+ private:
+  enum PoolIndex { kSmallPool = 0, kLargePool = 1 };
+  struct Block {
+    int64_t address = 0;
+    int64_t size = 0;
+    int64_t requested_size = 0;
+    int64_t segment = 0;  // id into segments_
+    bool allocated = false;
+    bool mapped = true;
+    int64_t gc_count_base = 0;  // pool's get_free_block calls at insert
+  };
+  struct Segment {
+    int64_t address = 0;
+    int64_t size = 0;  // virtual size for expandable segments
+    PoolIndex pool = kSmallPool;
+    bool expandable = false;
+  };
+  using FreeSet = std::set<std::pair<int64_t, int64_t>>;  // (size, address)
+
+  Block* FindBlock(int64_t address);
+  Block* PrevInSegment(const Block& block);
+  Block* NextInSegment(const Block& block);
+  bool IsSplit(const Block& block);
+  bool IsExpandable(const Block& block) const;
+  bool GcEnabled() const;
+  int64_t PageSize(PoolIndex pool) const;  // expandable segment page
+  void InsertFree(Block* block);
+  void EraseFree(const Block& block);
+  PoolIndex PoolOf(const Block& block) const;
+
+  Block* GetFreeBlock(PoolIndex pool, int64_t size);
+  bool ShouldSplit(const Block& block, int64_t size) const;
+  Block* AllocBlock(PoolIndex pool, int64_t size, int64_t alloc_size, bool is_retry);
+  Block* AllocExpandable(PoolIndex pool, int64_t size);
+  bool MapBlock(Block* to_map, int64_t size, Block** mapped);
+  void UnmapBlock(Block* block);
+  int64_t TryMergeBlocks(Block** dst, Block* src);
+  Block* AllocFoundBlock(Block* block, int64_t size, int64_t requested, bool split);
+  void FreeBlock(Block* block);
+  void ReleaseBlock(Block* block);
+  void ReleaseBlocks(PoolIndex pool);
+  bool ReleaseAvailableCachedBlocks(PoolIndex pool, int64_t size);
+  void ReleaseCachedBlocks();
+  void GarbageCollectCachedBlocks();
+  void Grow(Stat* stat, int64_t amount);
+  void Shrink(Stat* stat, int64_t amount);
+  void NoteReservedPeak();
+
+  Config config_;
+  Stats stats_;
+  std::map<int64_t, Block> blocks_;                // every block of every segment by address
+  std::array<FreeSet, 2> free_;                    // mapped free blocks per pool
+  std::array<int64_t, 2> get_free_block_calls_{};  // gc ages, per pool
+  std::array<std::vector<int64_t>, 2> expandable_segments_;  // ids, by address
+  std::unordered_map<int64_t, Segment> segments_;
+  int64_t next_segment_id_ = 0;
+  int64_t next_address_ = int64_t{1} << 32;    // synthetic, never reused
+  std::unordered_map<int64_t, int64_t> live_;  // caller id -> block address
+  std::unordered_set<int64_t> live_empty_;     // caller ids of 0-byte mallocs
+  int64_t gap_noted_for_peak_ = 0;             // reserved peak the gap was taken at
+};
+
+// The event stream the allocator consumes.
+struct Event {
+  enum class Kind { kMalloc, kFree, kEmptyCache };
+  Kind kind = Kind::kMalloc;
+  int64_t id = 0;
+  int64_t bytes = 0;  // kMalloc only
+};
+
+// Replays `events` on a fresh allocator. False at the first failing event,
+// with "event <index>: <reason>" in *error; *stats holds the state reached.
+bool Replay(const Config& config, const std::vector<Event>& events, Stats* stats,
+            std::string* error);
+
+}  // namespace memplan::alloc
+
+#endif  // MEMPLAN_ANALYZER_ALLOC_CACHING_ALLOCATOR_H_
