@@ -68,4 +68,29 @@ bool AnalyzeBaseline(const Graph& joint, AccumulationMode mode, Analysis* out, s
   return true;
 }
 
+std::vector<BufferInterval> IntervalsWithWorkspaces(const Graph& g, const Program& program,
+                                                    const SimResult& sim) {
+  std::vector<BufferInterval> intervals = sim.intervals;
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const Step& step = program.steps[s];
+    if (!step.IsRun() || g.ops[step.op].workspace_bytes <= 0) continue;
+    const int at = static_cast<int>(s);
+    intervals.push_back({-1, g.ops[step.op].workspace_bytes, at, at});
+  }
+  return intervals;
+}
+
+bool PredictBaselineReserved(const Graph& joint, const alloc::Config& config,
+                             const std::string& alloc_conf, int iterations, Analysis* a,
+                             std::string* err) {
+  a->has_reserved = false;
+  a->reserved.alloc_conf = alloc_conf;
+  if (!alloc::PredictReserved(IntervalsWithWorkspaces(joint, a->program, a->sim),
+                              static_cast<int>(a->program.steps.size()), config, iterations,
+                              &a->reserved, err))
+    return false;
+  a->has_reserved = true;
+  return true;
+}
+
 }  // namespace memplan

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/alloc/reserved.h"
 #include "analyzer/graph.h"
 #include "analyzer/graph_json.h"
 #include "analyzer/program.h"
@@ -40,11 +41,27 @@ struct Analysis {
   Program program;
   SimResult sim;
   int64_t lower_bound_bytes = 0;
+  // What PyTorch's caching allocator would reserve (PredictBaselineReserved).
+  bool has_reserved = false;
+  alloc::ReservedReport reserved;
 };
 
 // Baseline program of `joint` under `mode`, simulated. Errors only for graphs
 // whose baseline is invalid (e.g. a backward op that reads a freed tensor).
 bool AnalyzeBaseline(const Graph& joint, AccumulationMode mode, Analysis* out, std::string* err);
+
+// The simulator's buffer intervals plus each run step's op workspace as an
+// interval of its own, allocated and freed by that step (after the step's
+// other mallocs).
+std::vector<BufferInterval> IntervalsWithWorkspaces(const Graph& g, const Program& program,
+                                                    const SimResult& sim);
+
+// Fills a->reserved with the reserved-memory prediction of a's simulated
+// program (analyzer/alloc/reserved.h) over `iterations` training steps;
+// `alloc_conf` is the text `config` was parsed from ("" = defaults).
+bool PredictBaselineReserved(const Graph& joint, const alloc::Config& config,
+                             const std::string& alloc_conf, int iterations, Analysis* a,
+                             std::string* err);
 
 }  // namespace memplan
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/alloc/alloc_conf.h"
 #include "analyzer/analysis.h"
 #include "analyzer/check.h"
 #include "analyzer/cost_model.h"
@@ -151,6 +152,7 @@ struct AnalyzeFlags {
   OptimizerFlags optimizer;
   std::string accumulation = "inplace";
   std::string json, trace;
+  std::string alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF text; "" = PyTorch's defaults
   int top = 10;
   bool quiet = false;
   bool timings = false;
@@ -164,6 +166,9 @@ int RunAnalyze(const AnalyzeFlags& f) {
   if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
   OptimizerOptions optimizer;
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  alloc::Config alloc_config;
+  if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
+    return Error("--alloc-conf: " + err);
   Progress progress(f.quiet);
   progress.Phase("loading");
   JointGraph jg;
@@ -174,6 +179,11 @@ int RunAnalyze(const AnalyzeFlags& f) {
   progress.Phase("analyzing");
   Analysis a;
   bool analyzed = AnalyzeBaseline(jg.graph, mode, &a, &err);
+  const auto reserved_start = std::chrono::steady_clock::now();
+  analyzed = analyzed && PredictBaselineReserved(jg.graph, alloc_config, f.alloc_conf,
+                                                 alloc::kDefaultReservedIterations, &a, &err);
+  const std::chrono::duration<double> reserved_seconds =
+      std::chrono::steady_clock::now() - reserved_start;
   progress.Clear();
   if (!analyzed) return Error(f.common.graph + ": " + err);
   if (!f.json.empty() && !WriteFile(f.json, AnalyzeReportJson(jg, a, f.top), &err))
@@ -182,8 +192,9 @@ int RunAnalyze(const AnalyzeFlags& f) {
     return Error(err);
   if (!f.quiet) std::fputs(AnalyzeSummary(jg, a, f.top).c_str(), stdout);
   if (f.timings)
-    std::fprintf(stderr, "memplan: timings: parse %.3f s, lower %.3f s, analyze %.3f s\n",
-                 jg.parse_seconds, jg.lower_seconds, a.seconds);
+    std::fprintf(stderr,
+                 "memplan: timings: parse %.3f s, lower %.3f s, analyze %.3f s, reserved %.3f s\n",
+                 jg.parse_seconds, jg.lower_seconds, a.seconds, reserved_seconds.count());
   ExitNow(kExitOk);
 }
 
@@ -714,6 +725,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   a->add_option("--json", analyze.json, "write the memplan.report/1 JSON report");
   a->add_option("--trace", analyze.trace, "write a Chrome trace (Perfetto, chrome://tracing)");
+  a->add_option("--alloc-conf", analyze.alloc_conf,
+                "PYTORCH_CUDA_ALLOC_CONF text for the reserved-memory prediction, e.g. "
+                "expandable_segments:True (default: PyTorch's defaults)")
+      ->type_name("TEXT");
   a->add_option("--top", analyze.top, "how many live buffers to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
@@ -725,7 +740,8 @@ int Main(int argc, char** argv) {
       "  memplan analyze examples/mlp.graph.json\n"
       "  memplan analyze examples/densenet_toy.graph.json --accumulation deferred\n"
       "  memplan analyze examples/gpt_tiny.graph.json --set batch=16 --json r.json --trace t.json\n"
-      "  memplan analyze examples/gpt_tiny.graph.json --optimizer adam --master-weights fp32");
+      "  memplan analyze examples/gpt_tiny.graph.json --optimizer adam --master-weights fp32\n"
+      "  memplan analyze examples/gpt_tiny.graph.json --alloc-conf expandable_segments:True");
   int rc = kExitOk;
   a->callback([&] { rc = RunAnalyze(analyze); });
 
