@@ -17,3 +17,27 @@ class Checks:
     def check(self, ok, name, detail=""):
         """The same with the condition first; a detail that is not text is printed as repr."""
         return self(name, bool(ok), "" if ok else str(detail))
+
+
+def on_terminal(argv):
+    """Runs argv with stderr on a pseudo-terminal: (exit, stdout, what the
+    terminal received)."""
+    import os
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        received += chunk
+    out = p.stdout.read()
+    p.wait()
+    os.close(master)
+    return p.returncode, out.decode(), received.decode(errors="replace")

@@ -13,31 +13,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from checks import Checks  # noqa: E402
+from checks import Checks, on_terminal  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DENSENET = os.path.join(ROOT, "examples", "densenet_toy.graph.json")
 GPT = os.path.join(ROOT, "examples", "gpt_tiny.graph.json")
-
-
-def on_terminal(argv):
-    """(exit, stdout, what the terminal on stderr received)."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    received = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the other side closed
-            break
-        if not chunk:
-            break
-        received += chunk
-    out = p.stdout.read()
-    p.wait()
-    os.close(master)
-    return p.returncode, out.decode(), received.decode(errors="replace")
 
 
 def piped(argv):

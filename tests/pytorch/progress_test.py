@@ -13,28 +13,9 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from checks import Checks  # noqa: E402
+from checks import Checks, on_terminal  # noqa: E402
 
 EXPORTER = os.path.join(ROOT, "exporters", "pytorch", "memplan_torch.py")
-
-
-def on_terminal(argv):
-    master, slave = pty.openpty()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    received = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        received += chunk
-    out = p.stdout.read()
-    p.wait()
-    os.close(master)
-    return p.returncode, out.decode(), received.decode(errors="replace")
 
 
 def main():
