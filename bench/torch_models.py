@@ -12,12 +12,14 @@ after each):
   * `memplan analyze` at batch 2 and `--set batch=8`, against eager steps
     measured at batch 2 and 8 (torch.profiler, memplan_torch.measure);
   * module plans (`plan --granularity module`) at 70% and 50% of the
-    baseline prediction at batch 2, applied with torch.utils.checkpoint:
+    baseline prediction at batch 8 (the same export, `--set batch=8`),
+    applied with torch.utils.checkpoint:
     predicted vs measured peak, the measured step-time overhead (median of
     3 steps each) beside the plan's predicted recompute overhead.
 
 Usage: bench/torch_models.py [--memplan build/cli/memplan] [--models a,b]
-       [--out bench/results/torch_models_2x.json]   (run with .venv/bin/python)
+       [--out bench/results/torch_models_2x.json] [--plans-only]
+       (run with .venv/bin/python; --plans-only redoes the plan columns only)
 """
 import argparse
 import json
@@ -39,7 +41,7 @@ MODELS = ["torchvision:resnet18", "torchvision:resnet50", "torchvision:mobilenet
           "torchvision:shufflenet_v2_x1_0", "torchvision:vit_b_16",
           "torchvision:convnext_tiny", "torchvision:swin_t", "models:gpt_small", HF_GPT2,
           HF_LLAMA]
-EXPORT_BATCH, OTHER_BATCH = 2, 8
+EXPORT_BATCH, OTHER_BATCH, PLAN_BATCH = 2, 8, 8
 
 
 def memplan(binary, *args):
@@ -66,14 +68,14 @@ def step_seconds(mt, torch, model, inputs, target, repeats=3):
     return statistics.median(times[1:])
 
 
-def one(spec, binary):
+def one(spec, binary, plans_only=False):
     import torch
     import memplan_torch as mt
     row = {"model": spec, "torch": torch.__version__, "threads": 1}
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         graphs = {}
-        for ws in ("measure", "rules"):
+        for ws in (("rules",) if plans_only else ("measure", "rules")):
             model = mt.load_model(spec)
             g, st = mt.export_symbolic(model, EXPORT_BATCH, name=spec, workspace=ws)
             graphs[ws] = os.path.join(tmp, f"{ws}.json")
@@ -88,7 +90,7 @@ def one(spec, binary):
                 with open(graphs["none"], "w") as f:
                     f.write(mt.dumps(g))
         row["export_seconds"] = round(time.time() - t0, 1)
-        for batch in (EXPORT_BATCH, OTHER_BATCH):
+        for batch in (() if plans_only else (EXPORT_BATCH, OTHER_BATCH)):
             model = mt.load_model(spec)
             inputs = mt.example_inputs(model, batch)
             meas = mt.measure(model, inputs, mt.make_target(model, inputs))["peak_bytes"]
@@ -98,9 +100,13 @@ def one(spec, binary):
                 r[f"predicted_{ws}"] = pred
                 r[f"error_{ws}"] = (pred - meas) / meas
             row[f"batch{batch}"] = r
-        base_pred = row[f"batch{EXPORT_BATCH}"]["predicted_rules"]
+        # Plans at batch 8 (the export's --set batch=8): at batch 2 parameters
+        # and their gradients are most of the peak and no module plan reaches 70%.
+        base_pred = analyze(binary, graphs["rules"], PLAN_BATCH)
+        row["plan_batch"] = PLAN_BATCH
+        row["plan_baseline_predicted_bytes"] = base_pred
         model = mt.load_model(spec)
-        inputs = mt.example_inputs(model, EXPORT_BATCH)
+        inputs = mt.example_inputs(model, PLAN_BATCH)
         target = mt.make_target(model, inputs)
         base_time = step_seconds(mt, torch, model, inputs, target)
         row["step_seconds"] = base_time
@@ -109,11 +115,14 @@ def one(spec, binary):
             plan = os.path.join(tmp, key + ".json")
             rep = os.path.join(tmp, key + ".rep.json")
             budget = int(base_pred * frac)
-            p = memplan(binary, "plan", graphs["rules"], "--set", f"batch={EXPORT_BATCH}",
+            p = memplan(binary, "plan", graphs["rules"], "--set", f"batch={PLAN_BATCH}",
                         "--budget", str(budget), "--granularity", "module", "-o", plan,
                         "--json", rep, "-q")
             if p.returncode != 0:
                 row[key] = {"budget_bytes": budget, "feasible": False, "exit": p.returncode}
+                if os.path.exists(rep):  # the lowest peak a module plan reaches
+                    row[key]["min_feasible_peak_bytes"] = json.load(open(rep)).get(
+                        "min_feasible_peak_bytes")
                 continue
             pj, rj = json.load(open(plan)), json.load(open(rep))
             model = mt.load_model(spec)
@@ -139,21 +148,34 @@ def main():
     ap.add_argument("--models")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
                                                   "torch_models_2x.json"))
+    ap.add_argument("--plans-only", action="store_true",
+                    help="redo only the plan columns of the rows already in --out")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(one(args.one, args.memplan)))
+        print(json.dumps(one(args.one, args.memplan, args.plans_only)))
         return 0
     models = args.models.split(",") if args.models else MODELS
     doc = {"format": "memplan.bench.torch_models/2", "rows": [],
            "method": "eager CPU steps, 1 intra-op thread, torch.profiler running sum "
                      "(memplan_torch.measure); one symbolic export at batch 2 per model"}
+    old = {}
+    if args.plans_only:
+        doc = json.load(open(args.out))
+        old = {r["model"]: r for r in doc["rows"]}
+        doc["rows"] = []
     for spec in models:
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--memplan", args.memplan,
-                            "--one", spec], capture_output=True, text=True)
+        cmd = [sys.executable, os.path.abspath(__file__), "--memplan", args.memplan, "--one", spec]
+        p = subprocess.run(cmd + (["--plans-only"] if args.plans_only else []),
+                           capture_output=True, text=True)
         lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
         row = json.loads(lines[-1]) if p.returncode == 0 and lines else \
             {"model": spec, "error": p.stderr[-800:]}
+        if args.plans_only:
+            base = old.get(spec, {"model": spec})
+            base.update({k: v for k, v in row.items()
+                         if k.startswith("plan") or k in ("step_seconds", "error")})
+            row = base
         doc["rows"].append(row)
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)

@@ -29,8 +29,8 @@ def main():
                                                              "torch_models_2x.json")
     doc = json.load(open(src))
     lines = ["| model | measured b2 (MiB) | error b2 | measured b8 (MiB) | error b8 "
-             "(`--set batch=8`) | b8, measured scratch | b8, no scratch | 70% plan: error "
-             "| time overhead (predicted) | 50% plan: error | time overhead (predicted) |",
+             "(`--set batch=8`) | b8, measured scratch | b8, no scratch | b8 70% plan: error "
+             "| time overhead (predicted) | b8 50% plan: error | time overhead (predicted) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     base_errs, plan_errs = [], []
     for r in doc["rows"]:

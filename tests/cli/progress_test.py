@@ -8,7 +8,6 @@ Usage: progress_test.py --memplan PATH
 """
 import argparse
 import os
-import pty
 import subprocess
 import sys
 

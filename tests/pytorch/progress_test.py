@@ -6,7 +6,6 @@ is a pipe or with -q. Runs under a pseudo-terminal for stderr.
 Usage: progress_test.py (with a Python that has torch)
 """
 import os
-import pty
 import subprocess
 import sys
 import tempfile
