@@ -134,8 +134,13 @@ def forced_stop(c, a, tmp):
 
 def short_deadline(c, a, tmp):
     out = os.path.join(tmp, "deadline")
+    # 16 s: 10 are kept for the summary, so the binary check and the probe
+    # have 6 s to start (a tighter deadline made this test depend on when the
+    # clock's second turned); each case waits 1 s first, so however fast this
+    # machine is, the cases outlast what the deadline leaves them.
+    env = dict(os.environ, GPU_CHECK_TEST_CASE_DELAY="1")
     p, secs = run(["--dry-run", "--no-torch", "--binary", a.binary, "--out", out,
-                   "--deadline", "13"], timeout=120)
+                   "--deadline", "16"], env=env, timeout=120)
     c.check(secs < 40, f"deadline: the script stops near its deadline ({secs:.0f} s)")
     c.check(p.returncode == 1, "deadline: exit 1 (cases did not run)", p.returncode)
     doc = load_out(c, out, "deadline")
