@@ -245,19 +245,7 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
   auto add = [&](const std::string& s) { o += s; };
   const std::string title =
       fmt::format("memplan report: {}", g.name.empty() ? std::string("(unnamed)") : g.name);
-  add("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-  add("<title>" + Escape(title) + "</title>\n");
-  add("<style>\n"
-      "body{font-family:sans-serif;margin:24px;color:#222;background:#fff}\n"
-      "table{border-collapse:collapse;margin:8px 0 20px}\n"
-      "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}\n"
-      "td.n{text-align:right;font-family:monospace}\n"
-      "th{background:#f0f0f0}\n"
-      ".note{color:#8a5a00}\n"
-      ".swatch{display:inline-block;width:12px;height:12px;margin-right:4px}\n"
-      "svg text{font-size:11px;font-family:sans-serif}\n"
-      "</style>\n</head>\n<body>\n");
-  add("<h1>" + Escape(title) + "</h1>\n");
+  add(PageHead(title, ".note{color:#8a5a00}\n"));
 
   // Summary.
   add("<table id=\"summary\">\n");

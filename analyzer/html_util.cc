@@ -53,4 +53,20 @@ int64_t ByteTickStep(int64_t max) {
 
 std::string Pt(double x, double y) { return fmt::format("{:.1f},{:.1f}", x, y); }
 
+std::string PageHead(const std::string& title, const std::string& page_css) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
+         Escape(title) +
+         "</title>\n<style>\n"
+         "body{font-family:sans-serif;margin:24px;color:#222;background:#fff}\n"
+         "table{border-collapse:collapse;margin:8px 0 20px}\n"
+         "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}\n"
+         "td.n{text-align:right;font-family:monospace}\n"
+         "th{background:#f0f0f0}\n" +
+         page_css +
+         ".swatch{display:inline-block;width:12px;height:12px;margin-right:4px}\n"
+         "svg text{font-size:11px;font-family:sans-serif}\n"
+         "</style>\n</head>\n<body>\n<h1>" +
+         Escape(title) + "</h1>\n";
+}
+
 }  // namespace memplan

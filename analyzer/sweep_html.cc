@@ -67,19 +67,7 @@ bool RenderSweepHtml(const SweepHtmlInput& in, std::string* html, std::string* e
   auto add = [&](const std::string& s) { o += s; };
   std::string title = fmt::format("memplan budget sweep: {}",
                                   in.graph_name.empty() ? std::string("(unnamed)") : in.graph_name);
-  add("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
-  add("<title>" + Escape(title) + "</title>\n");
-  add("<style>\n"
-      "body{font-family:sans-serif;margin:24px;color:#222;background:#fff}\n"
-      "table{border-collapse:collapse;margin:8px 0 20px}\n"
-      "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}\n"
-      "td.n{text-align:right;font-family:monospace}\n"
-      "th{background:#f0f0f0}\n"
-      "tr.chosen td{background:#fff1e0;font-weight:bold}\n"
-      ".swatch{display:inline-block;width:12px;height:12px;margin-right:4px}\n"
-      "svg text{font-size:11px;font-family:sans-serif}\n"
-      "</style>\n</head>\n<body>\n");
-  add("<h1>" + Escape(title) + "</h1>\n");
+  add(PageHead(title, "tr.chosen td{background:#fff1e0;font-weight:bold}\n"));
   add(fmt::format(
       "<p>{}: recompute cost ({}) of the cheapest plan found under each budget. A smaller "
       "budget never costs less. No plan goes under the floor {}; the baseline keeps "
