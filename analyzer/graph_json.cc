@@ -226,6 +226,16 @@ class GraphParser {
     return true;
   }
 
+  // A dimension expression (a shape entry, flops, workspace_bytes) at `ptr`,
+  // evaluated with the graph's symbols; the symbols it reads count as used.
+  bool Expression(const std::string& text, const std::string& ptr, int64_t* value) {
+    std::vector<std::string> used;
+    std::string error;
+    if (!EvalShapeExpr(text, g_->symbols, value, &used, &error)) return r_.Fail(ptr, error);
+    used_symbols_.insert(used.begin(), used.end());
+    return true;
+  }
+
   bool ParseShape(ObjectView t, const std::string& ptr, Tensor* tensor) {
     const json* it = t.Find("shape");
     if (!it) return r_.Missing(ptr + "/shape", "an array of dimensions");
@@ -242,11 +252,7 @@ class GraphParser {
         dim.value = d.get<int64_t>();
       } else if (d.is_string()) {
         dim.symbol = d.get<std::string>();
-        std::vector<std::string> used;
-        std::string error;
-        if (!EvalShapeExpr(dim.symbol, g_->symbols, &dim.value, &used, &error))
-          return r_.Fail(dptr(), error);
-        used_symbols_.insert(used.begin(), used.end());
+        if (!Expression(dim.symbol, dptr(), &dim.value)) return false;
       } else {
         return r_.WrongType(dptr(), d, "an integer >= 0 or a symbol name");
       }
@@ -404,11 +410,7 @@ class GraphParser {
     const json* fl = o.Find("flops");
     if (fl && fl->is_string()) {  // a dimension expression: scales with --set
       int64_t flops = 0;
-      std::vector<std::string> used;
-      std::string error;
-      if (!EvalShapeExpr(fl->get<std::string>(), g_->symbols, &flops, &used, &error))
-        return r_.Fail(ptr + "/flops", error);
-      used_symbols_.insert(used.begin(), used.end());
+      if (!Expression(fl->get<std::string>(), ptr + "/flops", &flops)) return false;
       op.flops = static_cast<double>(flops);
     } else if (!r_.OptNonNegativeNumber(o, ptr, "flops", &op.flops)) {
       return false;
@@ -417,11 +419,8 @@ class GraphParser {
     const json* ws = o.Find("workspace_bytes");
     if (ws) {
       if (ws->is_string()) {
-        std::vector<std::string> used;
-        std::string error;
-        if (!EvalShapeExpr(ws->get<std::string>(), g_->symbols, &op.workspace_bytes, &used, &error))
-          return r_.Fail(ptr + "/workspace_bytes", error);
-        used_symbols_.insert(used.begin(), used.end());
+        if (!Expression(ws->get<std::string>(), ptr + "/workspace_bytes", &op.workspace_bytes))
+          return false;
       } else if (!IsNonNegativeInteger(*ws)) {
         return r_.WrongType(ptr + "/workspace_bytes", *ws,
                             "a non-negative integer or a dimension expression");

@@ -5,11 +5,12 @@
 #include <cctype>
 
 #include "analyzer/graph.h"
+#include "analyzer/json_util.h"
 
 namespace memplan {
 namespace {
 
-std::string Quoted(std::string_view s) { return fmt::format("\"{}\"", s); }
+std::string Quoted(std::string_view s) { return json_util::Quote(std::string(s)); }
 
 class Parser {
  public:
