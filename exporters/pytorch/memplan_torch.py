@@ -44,6 +44,7 @@ entry points, through torch._functorch; only 1.13 is tested):
      them on either side.
 """
 import argparse
+import contextlib
 import copy
 import gc
 import importlib
@@ -195,7 +196,6 @@ def make_target(model, inputs):
     if getattr(model, "memplan_returns_loss", False):
         return inputs[0].clone()
     probe = copy.deepcopy(model).eval()
-    import contextlib
     on = torch.device("meta") if inputs[0].is_meta else contextlib.nullcontext()
     with torch.no_grad(), on:
         out = probe(*[x[:1] for x in inputs])
@@ -438,7 +438,6 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
         args = list(inputs) + [target]
         params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
     torch.manual_seed(SEED + 3)
-    import contextlib
     on_meta = inputs[0].is_meta
     with ScopeRecorder(wrapped, names, record_inplace), \
             (_meta_patches() if on_meta else contextlib.nullcontext()):
@@ -459,7 +458,7 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
     return graphs, primals
 
 
-@__import__("contextlib").contextmanager
+@contextlib.contextmanager
 def _meta_patches():
     """What tracing on the meta device needs to give the CPU trace's graph:
     * F.cross_entropy as the ops it decomposes to on the CPU (log_softmax,
@@ -708,7 +707,6 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
                          "(tied weights are deduplicated by aot; not handled)")
 
     from torch.profiler import ProfilerActivity, profile
-    import contextlib
     on_meta = any(isinstance(a, torch.Tensor) and a.is_meta for a in fw_args)
     measure_workspace = measure_workspace and not on_meta
     profiled = (lambda: profile(activities=[ProfilerActivity.CPU], profile_memory=True)) \

@@ -27,16 +27,9 @@ Falls short on: oneDNN's choices that depend on sizes in ways not modelled
 (1x1 strided convolution backward measured 17% above its weight bytes on
 resnet18), kernels other than the ones above (their scratch is taken as 0).
 """
-DTYPE_SIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8,
-              "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8}
+from memplan_torch import nbytes as _bytes
+
 DEVICES = ("cpu", "cuda", "h100", "h200", "a100")
-
-
-def _bytes(t):
-    n = DTYPE_SIZE[t["dtype"]]
-    for s in t["shape"]:
-        n *= s
-    return n
 
 
 def _conv_kind(x, w, groups):
