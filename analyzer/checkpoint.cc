@@ -60,11 +60,14 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
     if (base != static_cast<int>(t) && (continues[base] || IsResident(g.tensors[base].kind)))
       continues[t] = true;
   }
-  for (size_t t = 0; t < g.tensors.size(); ++t) {
-    const int p = g.tensors[t].producer;
-    alive[t] = IsResident(g.tensors[t].kind) ||
-               (continues[t] && p >= 0 && g.ops[p].phase == Phase::kForward);
-  }
+  auto set_alive = [&] {
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      const int p = g.tensors[t].producer;
+      alive[t] = IsResident(g.tensors[t].kind) ||
+                 (continues[t] && p >= 0 && g.ops[p].phase == Phase::kForward);
+    }
+  };
+  set_alive();
 
   CheckpointProgram result;
   std::vector<bool> rerun(g.ops.size(), false);
@@ -113,7 +116,8 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
     if (static_cast<size_t>(base) < recompute_group.size()) return recompute_group[base];
     return -1;
   };
-  std::vector<std::vector<int>> members;
+  std::vector<std::vector<int>> members, group_rerun;
+  std::vector<bool> wrapped;
   if (!recompute_group.empty()) {
     std::vector<int> position(g.ops.size(), 0);
     for (size_t k = 0; k < order.size(); ++k) position[order[k]] = static_cast<int>(k);
@@ -133,16 +137,47 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
       std::stable_sort(m.begin(), m.end(), [&](int a, int b) {
         return position[g.tensors[a].producer] < position[g.tensors[b].producer];
       });
+    // A group is recomputed (wrapped) when one of its members is dead. Its
+    // rerun: its forward ops in order up to its last member's producer (the
+    // checkpoint's early stop), each unless its buffers are alive (saved).
+    // Its inputs from outside (checkpoint's saved inputs) are kept.
+    wrapped.assign(members.size(), false);
+    group_rerun.resize(members.size());
+    std::vector<int> last(members.size(), -1);
+    for (size_t grp = 0; grp < members.size(); ++grp) {
+      for (int m : members[grp]) wrapped[grp] = wrapped[grp] || !alive[m];
+      if (!members[grp].empty()) last[grp] = position[g.tensors[members[grp].back()].producer];
+    }
+    for (size_t k = 0; k < order.size(); ++k) {
+      const Op& op = g.ops[order[k]];
+      if (op.phase != Phase::kForward || op.outputs.empty()) continue;
+      const int grp = group_of(op.outputs[0]);
+      if (grp < 0 || grp >= static_cast<int>(members.size()) || !wrapped[grp] ||
+          static_cast<int>(k) > last[grp])
+        continue;
+      group_rerun[grp].push_back(order[k]);
+      for (int t : op.inputs) {
+        const int base = g.tensors[t].base;
+        if (group_of(t) != grp && !IsResident(g.tensors[base].kind))
+          continues[t] = continues[base] = true;
+      }
+    }
+    set_alive();
   }
   std::vector<bool> triggered(members.size(), false);
   for (int o : order) {
     const Op& op = g.ops[o];
     if (op.phase == Phase::kForward) continue;
+    const int own = op.outputs.empty() ? -1 : group_of(op.outputs[0]);
     for (int t : op.inputs) {
-      if (alive[t]) continue;
       int grp = group_of(t);
       if (grp < 0 || grp >= static_cast<int>(members.size()) || triggered[grp]) continue;
+      if (alive[t] && grp != own) continue;
       triggered[grp] = true;
+      if (!wrapped[grp]) continue;
+      for (int p : group_rerun[grp])
+        for (int u : g.ops[p].outputs)
+          if (g.tensors[u].alias_of < 0) ensure(u);
       for (int m : members[grp]) ensure(m);
     }
     for (int t : op.inputs) ensure(t);

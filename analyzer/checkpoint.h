@@ -45,7 +45,10 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
 // the backward's first unpack of any of the module's saved tensors reruns the
 // whole module and holds all its saved tensors until their nodes have run,
 // where the on-demand program above would remake each one just before its
-// first use. Without groups both programs are the same.
+// first use. A backward op whose outputs are in group G (its module's own
+// backward) triggers G when it reads any tensor of G, dead or alive, as the
+// first unpack of a module's saved tensor does; other backward ops only when
+// they need a dead one. Without groups both programs are the same.
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          AccumulationMode mode,
                                          const std::vector<int>& recompute_group);

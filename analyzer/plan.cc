@@ -21,6 +21,9 @@ using json_util::PointerToken;
 using json_util::Quote;
 using json_util::TypeName;
 
+// A string as JSON text.
+std::string Str(const std::string& s) { return json_util::Dump(json(s)); }
+
 bool IsLowerHex64(const std::string& s) {
   return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
@@ -116,7 +119,7 @@ class PlanParser {
     return ParseFormat(doc) && ParseHeader(doc) && ParseAccumulation(doc) &&
            TensorList(doc, "", "saved", &plan_->saved) &&
            TensorList(doc, "", "recomputed", &plan_->recomputed) && ParseModules(doc) &&
-           ParsePredicted(doc) && ParseSteps(doc);
+           ParseSac(doc) && ParsePredicted(doc) && ParseSteps(doc);
   }
 
  private:
@@ -244,6 +247,72 @@ class PlanParser {
     return true;
   }
 
+  // "sac": [{"module": M, "ops": [{"op": ID, "type": T, "policy": "save" |
+  // "recompute"}, ...]}, ...]
+  bool ParseSac(const json& doc) {
+    auto it = doc.find("sac");
+    if (it == doc.end()) return true;
+    const char* regions = "an array of {\"module\", \"ops\"} objects";
+    if (!it->is_array()) return WrongType("/sac", *it, regions);
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& r = (*it)[i];
+      const std::string ptr = fmt::format("/sac/{}", i);
+      if (!r.is_object()) return WrongType(ptr, r, "a {\"module\", \"ops\"} object");
+      SacRegion& region = plan_->sac.emplace_back();
+      const json* module = Required(r, ptr, "module", "a non-empty string");
+      if (!module) return false;
+      if (!module->is_string() || module->get_ref<const std::string&>().empty())
+        return WrongType(ptr + "/module", *module, "a non-empty string");
+      region.module = module->get<std::string>();
+      const json* ops = Required(r, ptr, "ops", "an array of {\"op\", \"type\", \"policy\"}");
+      if (!ops) return false;
+      if (!ops->is_array())
+        return WrongType(ptr + "/ops", *ops, "an array of {\"op\", \"type\", \"policy\"}");
+      for (size_t k = 0; k < ops->size(); ++k) {
+        const json& o = (*ops)[k];
+        const std::string optr = fmt::format("{}/ops/{}", ptr, k);
+        if (!o.is_object()) return WrongType(optr, o, "an {\"op\", \"type\", \"policy\"} object");
+        const json* id = Required(o, optr, "op", "the id of a forward op");
+        if (!id) return false;
+        int op = id->is_string() ? g_.FindOp(id->get_ref<const std::string&>()) : -1;
+        if (op < 0 || g_.ops[op].phase != Phase::kForward)
+          return Fail(optr + "/op", fmt::format("{} is not a forward op of the joint graph; "
+                                                "expected the id of a forward op",
+                                                Found(*id)));
+        const json* type = Required(o, optr, "type", "the op's type");
+        if (!type) return false;
+        if (!type->is_string() || type->get_ref<const std::string&>() != g_.ops[op].type)
+          return Fail(optr + "/type",
+                      fmt::format("{} is not the type of op {}; expected {}", Found(*type),
+                                  Str(g_.ops[op].id), Str(g_.ops[op].type)));
+        const char* expected = "\"save\", \"recompute\", or one of them per output of the op";
+        const json* policy = Required(o, optr, "policy", expected);
+        if (!policy) return false;
+        SacOp sac{op, false, {}};
+        auto one = [&](const json& p, const std::string& pp) {
+          if (p != "save" && p != "recompute")
+            return Fail(pp, fmt::format("unknown policy {}; expected {}", Found(p), expected));
+          sac.save_outputs.push_back(p == "save");
+          sac.save = sac.save || p == "save";
+          return true;
+        };
+        if (policy->is_array()) {
+          if (policy->size() != g_.ops[op].outputs.size())
+            return Fail(optr + "/policy",
+                        fmt::format("{} policies for {} outputs; expected one per output",
+                                    policy->size(), g_.ops[op].outputs.size()));
+          for (size_t i = 0; i < policy->size(); ++i)
+            if (!one((*policy)[i], fmt::format("{}/policy/{}", optr, i))) return false;
+        } else {
+          if (!one(*policy, optr + "/policy")) return false;
+          sac.save_outputs.assign(g_.ops[op].outputs.size(), sac.save);
+        }
+        region.ops.push_back(std::move(sac));
+      }
+    }
+    return true;
+  }
+
   bool ParsePredicted(const json& doc) {
     const json* p = Required(doc, "", "predicted", "an object");
     if (!p) return false;
@@ -320,8 +389,7 @@ class PlanParser {
   std::string* err_;
 };
 
-// Strings and lists of ids as JSON text, with ", " between elements.
-std::string Str(const std::string& s) { return json_util::Dump(json(s)); }
+// Lists of ids as JSON text, with ", " between elements.
 
 std::string IdList(const Graph& g, const std::vector<int>& tensors) {
   std::string out = "[";
@@ -356,6 +424,31 @@ std::string PlanToJson(const Graph& g, const Plan& plan) {
     out += " \"modules\": [";
     for (size_t i = 0; i < plan.modules.size(); ++i) out += (i ? ", " : "") + Str(plan.modules[i]);
     out += "],\n";
+  }
+  if (!plan.sac.empty()) {
+    out += " \"sac\": [";
+    for (size_t i = 0; i < plan.sac.size(); ++i) {
+      const SacRegion& r = plan.sac[i];
+      out += fmt::format("{}\n  {{\"module\": {}, \"ops\": [", i ? "," : "", Str(r.module));
+      for (size_t k = 0; k < r.ops.size(); ++k) {
+        const Op& op = g.ops[r.ops[k].op];
+        const SacOp& sac = r.ops[k];
+        bool mixed = false;
+        for (bool s : sac.save_outputs) mixed = mixed || s != sac.save;
+        std::string policy = Str(sac.save ? "save" : "recompute");
+        if (mixed) {
+          policy = "[";
+          for (size_t i = 0; i < sac.save_outputs.size(); ++i)
+            policy +=
+                fmt::format("{}\"{}\"", i ? ", " : "", sac.save_outputs[i] ? "save" : "recompute");
+          policy += "]";
+        }
+        out += fmt::format("{}\n   {{\"op\": {}, \"type\": {}, \"policy\": {}}}", k ? "," : "",
+                           Str(op.id), Str(op.type), policy);
+      }
+      out += "]}";
+    }
+    out += "\n ],\n";
   }
   const PlanPrediction& p = plan.predicted;
   out += fmt::format(

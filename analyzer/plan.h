@@ -16,6 +16,7 @@
 
 #include "analyzer/graph.h"
 #include "analyzer/program.h"
+#include "analyzer/sac_policy.h"
 
 namespace memplan {
 
@@ -37,15 +38,21 @@ struct Plan {
   std::vector<int> saved, recomputed;  // tensor indices
   PlanPrediction predicted;
   Program program;
-  // Module scopes to wrap (module granularity); written only when non-empty.
+  // Module scopes to wrap (module and sac granularity); written only when
+  // non-empty.
   std::vector<std::string> modules;
+  // Sac granularity: per module, its forward ops and their policies
+  // (sac_policy.h); written only when non-empty. Each op is a forward op
+  // of the joint graph, named with its type so that the framework side can
+  // match it without the graph.
+  std::vector<SacRegion> sac;
 };
 
 // "flops", "time_us", "bytes".
 bool IsPlanCostUnit(const std::string& unit);
 
-// Deterministic text: members in the order of SPEC section 3 ("modules",
-// when present, after "recomputed"), one step per line.
+// Deterministic text: members in the order of SPEC section 3 ("modules" and
+// "sac", when present, after "recomputed"), one step per line.
 std::string PlanToJson(const Graph& joint, const Plan& plan);
 
 // Parses `text` (named `file` in errors); ids are resolved against `joint`.

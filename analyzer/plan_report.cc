@@ -64,6 +64,9 @@ Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_by
   plan.predicted.cost_unit = CostUnit(options.cost);
   plan.program = best.checkpoint.program;
   plan.modules = result.modules;
+  if (options.granularity == Granularity::kSac)
+    plan.sac = SacPolicies(g, best.keep, best.checkpoint.recomputed_ops, plan.modules,
+                           options.module_depth);
   return plan;
 }
 
@@ -87,7 +90,7 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   r["device"] = options.cost.device.name;
   r["accumulation"] = AccumulationModeName(options.accumulation);
   r["algorithm"] = PlanAlgorithmName(result.algorithm);
-  r["granularity"] = options.granularity == Granularity::kModule ? "module" : "op";
+  r["granularity"] = GranularityName(options.granularity);
   r["modules"] = plan.modules;
   r["evaluations"] = result.evaluations;
   r["search_complete"] = result.search_complete;
@@ -147,10 +150,11 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
       result.best.recompute_cost, unit, 100.0 * Overhead(result));
   out += fmt::format("  keep      {} tensors ({}) for the backward\n", plan.saved.size(),
                      FormatBytes(Bytes(g, plan.saved)));
-  if (options.granularity == Granularity::kModule) {
+  if (options.granularity != Granularity::kOp) {
     std::string modules;
     for (const std::string& m : plan.modules) modules += (modules.empty() ? "" : ", ") + m;
-    out += fmt::format("  wrap      {} in checkpoint(): {}\n", plan.modules.size(),
+    out += fmt::format("  wrap      {} in checkpoint(){}: {}\n", plan.modules.size(),
+                       options.granularity == Granularity::kSac ? " with a policy" : "",
                        modules.empty() ? "none" : modules);
   }
   out += fmt::format(

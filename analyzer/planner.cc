@@ -6,9 +6,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <unordered_map>
 
 #include "analyzer/baselines.h"
 #include "analyzer/chain_dp.h"
+#include "analyzer/sac_policy.h"
 
 namespace memplan {
 
@@ -31,6 +33,8 @@ bool ParseGranularity(std::string_view name, Granularity* out) {
     *out = Granularity::kOp;
   else if (name == "module")
     *out = Granularity::kModule;
+  else if (name == "sac")
+    *out = Granularity::kSac;
   else
     return false;
   return true;
@@ -46,6 +50,18 @@ const char* PlanAlgorithmName(PlanAlgorithm a) {
       return "greedy";
     case PlanAlgorithm::kChain:
       return "chain";
+  }
+  return "?";
+}
+
+const char* GranularityName(Granularity g) {
+  switch (g) {
+    case Granularity::kOp:
+      return "op";
+    case Granularity::kModule:
+      return "module";
+    case Granularity::kSac:
+      return "sac";
   }
   return "?";
 }
@@ -90,16 +106,6 @@ struct Group {
   double cost = 0;  // summed cost of the producers
 };
 
-std::string ScopePrefix(const std::string& scope, int depth) {
-  size_t pos = 0;
-  for (int d = 0; d < depth; ++d) {
-    pos = scope.find('.', pos);
-    if (pos == std::string::npos) return scope;
-    if (d + 1 < depth) ++pos;
-  }
-  return scope.substr(0, pos);
-}
-
 class Search {
  public:
   Search(const Graph& g, int64_t budget, const PlannerOptions& options, PlanResult* result)
@@ -132,7 +138,9 @@ class Search {
           "the exact planner takes at most {} candidates; this graph has {} {} (use --algorithm "
           "greedy or auto)",
           kMaxExactCandidates, groups_.size(),
-          options_.granularity == Granularity::kOp ? "candidate tensors" : "modules");
+          options_.granularity == Granularity::kOp    ? "candidate tensors"
+          : options_.granularity == Granularity::kSac ? "candidate ops"
+                                                      : "modules");
       return false;
     }
     result_->algorithm = algorithm;
@@ -196,33 +204,50 @@ class Search {
     group_of_[t] = it->second;
   }
 
-  // A module's group: the candidates its ops make that no forward op outside
-  // it reads (its outputs stay kept, as torch.utils.checkpoint keeps them).
+  // Module granularity: a module's group holds the candidates its ops make
+  // that no forward op outside it reads (its outputs stay kept, as
+  // torch.utils.checkpoint keeps them). Sac granularity: the same candidates,
+  // one group per producer op. Both: region_of_ marks every tensor a
+  // module's ops make with the module's index (its recompute group), and the
+  // outputs of its backward ops too (checkpoint.h: they trigger it).
   void ModuleGroups() {
-    std::vector<std::string> module_of_op(g_.ops.size());
-    for (size_t o = 0; o < g_.ops.size(); ++o)
-      if (!g_.ops[o].scope.empty())
-        module_of_op[o] = ScopePrefix(g_.ops[o].scope, options_.module_depth);
-    std::vector<bool> escapes(g_.tensors.size(), false);
-    for (size_t o = 0; o < g_.ops.size(); ++o) {
-      if (g_.ops[o].phase != Phase::kForward) continue;
-      for (int t : g_.ops[o].inputs) {
-        int base = g_.tensors[t].base;
-        for (int u : {t, base}) {
-          int p = g_.tensors[u].producer;
-          if (p >= 0 && module_of_op[p] != module_of_op[o]) escapes[u] = true;
-        }
-      }
-    }
+    const ModuleRegions regions = FindModuleRegions(g_, options_.module_depth);
+    const bool per_op = options_.granularity == Granularity::kSac;
+    const std::vector<bool>& kept = KeptToEnd(g_);
+    // Sac: an op that makes a buffer leaving its module is saved whole.
+    auto pinned = [&](int p) {
+      for (int u : g_.ops[p].outputs)
+        if (g_.tensors[u].alias_of < 0 && (regions.escapes[u] || kept[u])) return true;
+      return false;
+    };
     for (int t : candidates_) {
-      const std::string& module = module_of_op[g_.tensors[t].producer];
-      if (!module.empty() && !escapes[t]) AddToGroup(module, t);
+      const int p = g_.tensors[t].producer;
+      const std::string& module = regions.module_of_op[p];
+      if (module.empty() || regions.escapes[t] || (per_op && pinned(p))) continue;
+      AddToGroup(per_op ? g_.ops[p].id : module, t);
+      if (per_op) module_of_group_.resize(groups_.size(), module);
+    }
+    std::unordered_map<std::string, int> region_index;
+    region_of_.assign(g_.tensors.size(), -1);
+    for (size_t o = 0; o < g_.ops.size(); ++o) {
+      const std::string& module = regions.module_of_op[o];
+      if (g_.ops[o].phase != Phase::kForward || module.empty()) continue;
+      int r = region_index.emplace(module, static_cast<int>(region_index.size())).first->second;
+      for (int t : g_.ops[o].outputs) region_of_[t] = r;
+    }
+    // A module's backward ops (by scope) trigger its recomputation on their
+    // first read of any of its tensors (checkpoint.h).
+    for (const Op& op : g_.ops) {
+      if (op.phase == Phase::kForward || op.scope.empty()) continue;
+      auto it = region_index.find(ScopePrefix(op.scope, options_.module_depth));
+      if (it == region_index.end()) continue;
+      for (int t : op.outputs) region_of_[t] = it->second;
     }
   }
 
-  // Module granularity: each module's tensors recompute together.
+  // Module and sac granularity: each module's tensors recompute together.
   const std::vector<int>* RecomputeGroups() const {
-    return options_.granularity == Granularity::kModule ? &group_of_ : nullptr;
+    return options_.granularity == Granularity::kOp ? nullptr : &region_of_;
   }
 
   std::vector<bool> KeepVector() const {
@@ -231,12 +256,17 @@ class Search {
     return keep;
   }
 
+  // The modules to wrap: dropped ones, or at sac granularity those with a
+  // dropped op.
   std::vector<std::string> DroppedModules() const {
     std::vector<std::string> names;
-    if (options_.granularity != Granularity::kModule) return names;
+    if (options_.granularity == Granularity::kOp) return names;
     for (size_t i = 0; i < groups_.size(); ++i)
-      if (!kept_[i]) names.push_back(groups_[i].name);
+      if (!kept_[i])
+        names.push_back(options_.granularity == Granularity::kSac ? module_of_group_[i]
+                                                                  : groups_[i].name);
     std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
     return names;
   }
 
@@ -548,7 +578,9 @@ class Search {
   std::vector<Group> groups_;
   std::map<std::string, int> group_index_;
   std::vector<int> group_of_;
-  std::vector<bool> kept_;  // by group
+  std::vector<int> region_of_;                // by tensor: recompute group (RecomputeGroups)
+  std::vector<std::string> module_of_group_;  // sac granularity: each group's module
+  std::vector<bool> kept_;                    // by group
   ScoredPlan lowest_;
   std::vector<std::string> lowest_modules_;
   ChainStages stages_;

@@ -80,8 +80,14 @@ const char* PlanAlgorithmName(PlanAlgorithm a);
 // a scope are always kept at module granularity. A dropped module is
 // recomputed at once at the backward's first need of one of its tensors, as
 // torch.utils.checkpoint does (checkpoint.h, recompute groups).
-enum class Granularity { kOp, kModule };
+// Sac: one decision per forward op (all its buffers together) made inside a
+// module at module_depth, whose outputs leave it never dropped; a module
+// with a dropped op is recomputed at once as at module granularity, skipping
+// what its policy saves: plans that selective activation checkpointing
+// (sac_policy.h) runs as they are simulated.
+enum class Granularity { kOp, kModule, kSac };
 bool ParseGranularity(std::string_view name, Granularity* out);
+const char* GranularityName(Granularity g);
 
 struct PlannerOptions {
   CostModel cost;
@@ -121,7 +127,7 @@ struct PlanResult {
   int64_t lower_bound_bytes = 0;        // PeakLowerBound: no program goes lower
   double step_cost = 0;                 // cost of one training step, no recompute
   int64_t evaluations = 0;              // programs simulated
-  std::vector<std::string> modules;     // module granularity: the modules to wrap
+  std::vector<std::string> modules;     // module or sac granularity: the modules to wrap
   // false: the exact search hit its limits, or the least peak of an
   // infeasible budget is not proven (see Exact above).
   bool search_complete = true;

@@ -11,9 +11,11 @@ after each):
     none;
   * `memplan analyze` at batch 2 and `--set batch=8`, against eager steps
     measured at batch 2 and 8 (torch.profiler, memplan_torch.measure);
-  * module plans (`plan --granularity module`) at 70% and 50% of the
-    baseline prediction at batch 8 (the same export, `--set batch=8`),
-    applied with torch.utils.checkpoint:
+  * module plans (`plan --granularity module`) and op-level plans (`plan
+    --granularity sac`) at 70% and 50% of the baseline prediction at batch 8
+    (the same export, `--set batch=8`; modules at MODULE_DEPTH), applied
+    with torch.utils.checkpoint, and for op-level plans a selective
+    activation checkpointing policy per module:
     predicted vs measured peak, the measured step-time overhead (median of
     3 steps each) beside the plan's predicted recompute overhead.
 
@@ -42,6 +44,11 @@ MODELS = ["torchvision:resnet18", "torchvision:resnet50", "torchvision:mobilenet
           "torchvision:convnext_tiny", "torchvision:swin_t", "models:gpt_small", HF_GPT2,
           HF_LLAMA]
 EXPORT_BATCH, OTHER_BATCH, PLAN_BATCH = 2, 8, 8
+# The scope depth that names one block (a plan's modules): "layer1.0",
+# "features.1.0", "encoder.layers.encoder_layer_0", "lm.model.layers.0".
+MODULE_DEPTH = {"torchvision:densenet121": 3, "torchvision:efficientnet_b0": 3,
+                "torchvision:vit_b_16": 3, "torchvision:convnext_tiny": 3,
+                "torchvision:swin_t": 3, HF_GPT2: 4, HF_LLAMA: 4}
 
 
 def memplan(binary, *args):
@@ -110,14 +117,16 @@ def one(spec, binary, plans_only=False):
         target = mt.make_target(model, inputs)
         base_time = step_seconds(mt, torch, model, inputs, target)
         row["step_seconds"] = base_time
-        for frac in (0.7, 0.5):
-            key = f"plan{int(frac * 100)}"
+        depth = str(MODULE_DEPTH.get(spec, 2))
+        row["module_depth"] = int(depth)
+        for granularity, frac in (("module", 0.7), ("module", 0.5), ("sac", 0.7), ("sac", 0.5)):
+            key = f"{'plan' if granularity == 'module' else 'sac'}{int(frac * 100)}"
             plan = os.path.join(tmp, key + ".json")
             rep = os.path.join(tmp, key + ".rep.json")
             budget = int(base_pred * frac)
             p = memplan(binary, "plan", graphs["rules"], "--set", f"batch={PLAN_BATCH}",
-                        "--budget", str(budget), "--granularity", "module", "-o", plan,
-                        "--json", rep, "-q")
+                        "--budget", str(budget), "--granularity", granularity,
+                        "--module-depth", depth, "-o", plan, "--json", rep, "-q")
             if p.returncode != 0:
                 row[key] = {"budget_bytes": budget, "feasible": False, "exit": p.returncode}
                 if os.path.exists(rep):  # the lowest peak a module plan reaches
@@ -174,7 +183,8 @@ def main():
         if args.plans_only:
             base = old.get(spec, {"model": spec})
             base.update({k: v for k, v in row.items()
-                         if k.startswith("plan") or k in ("step_seconds", "error")})
+                         if k.startswith(("plan", "sac")) or k in ("step_seconds", "error",
+                                                                   "module_depth")})
             row = base
         doc["rows"].append(row)
         with open(args.out, "w") as f:

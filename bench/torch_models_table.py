@@ -30,24 +30,26 @@ def main():
     doc = json.load(open(src))
     lines = ["| model | measured b2 (MiB) | error b2 | measured b8 (MiB) | error b8 "
              "(`--set batch=8`) | b8, measured scratch | b8, no scratch | b8 70% plan: error "
-             "| time overhead (predicted) | b8 50% plan: error | time overhead (predicted) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    base_errs, plan_errs = [], []
+             "| time overhead (predicted) | b8 50% plan: error | time overhead (predicted) "
+             "| b8 70% SAC plan: error | time overhead (predicted) | b8 50% SAC plan: error "
+             "| time overhead (predicted) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    base_errs, plan_errs, sac_errs = [], [], []
     for r in doc["rows"]:
         if "error" in r and "batch2" not in r:
-            lines.append(f"| {name(r['model'])} | failed: {r['error'][-120:]!r} |" + " |" * 9)
+            lines.append(f"| {name(r['model'])} | failed: {r['error'][-120:]!r} |" + " |" * 13)
             continue
         b2, b8 = r["batch2"], r["batch8"]
         base_errs += [b2["error_rules"], b8["error_rules"]]
         cells = [name(r["model"]), f"{b2['measured_peak_bytes'] / MIB:.2f}",
                  pct(b2["error_rules"]), f"{b8['measured_peak_bytes'] / MIB:.2f}",
                  pct(b8["error_rules"]), pct(b8["error_measure"]), pct(b8["error_none"])]
-        for key in ("plan70", "plan50"):
+        for key in ("plan70", "plan50", "sac70", "sac50"):
             p = r.get(key, {})
             if not p.get("feasible"):
                 cells += ["no fit", "—"]
                 continue
-            plan_errs.append(p["error"])
+            (plan_errs if key.startswith("plan") else sac_errs).append(p["error"])
             cells += [pct(p["error"]),
                       f"{100 * p['measured_time_overhead']:.0f}% "
                       f"({100 * (p['predicted_recompute_overhead'] or 0):.0f}%)"]
@@ -58,9 +60,11 @@ def main():
         lines.append(f"Baselines (batch 2 and 8, default scratch rules): {len(abs_base)} figures, "
                      f"largest |error| {100 * max(abs_base):.3f}%, median "
                      f"{100 * statistics.median(abs_base):.3f}%.")
-    if plan_errs:
-        lines.append(f"Plans: {len(plan_errs)} figures, largest |error| "
-                     f"{100 * max(abs(e) for e in plan_errs):.3f}%.")
+    for label, errs in (("Module plans", plan_errs), ("SAC (op-level) plans", sac_errs)):
+        if errs:
+            lines.append(f"{label}: {len(errs)} figures, largest |error| "
+                         f"{100 * max(abs(e) for e in errs):.3f}%, median "
+                         f"{100 * statistics.median(abs(e) for e in errs):.3f}%.")
     out = os.path.join(ROOT, "bench", "results", "torch_models_2x.md")
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -772,8 +772,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   p->add_option("--granularity", plan.granularity,
                 "op: any tensor may be recomputed; module: only whole modules (scope prefixes), "
-                "listed in the plan as the modules to wrap in checkpoint()")
-      ->check(CLI::IsMember({"op", "module"}))
+                "listed in the plan as the modules to wrap in checkpoint(); sac: any op inside "
+                "a module, the plan listing per module which ops to save (PyTorch's selective "
+                "activation checkpointing)")
+      ->check(CLI::IsMember({"op", "module", "sac"}))
       ->capture_default_str();
   p->add_option("--module-depth", plan.module_depth,
                 "scope components that name a module: 2 makes h.0.attn.c_attn part of h.0")

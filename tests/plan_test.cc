@@ -269,6 +269,63 @@ TEST_CASE("plan: header errors") {
         "p.json: /modules/1: expected a non-empty string, found 3");
 }
 
+TEST_CASE("plan: sac policies are written per op, per output where they differ, and read back") {
+  const Graph& g = Tiny();
+  Plan plan;
+  plan.graph = "tiny";
+  plan.graph_sha256 = std::string(64, 'a');
+  plan.modules = {"m"};
+  plan.sac = {SacRegion{
+      "m", {SacOp{g.FindOp("fc"), true, {true}}, SacOp{g.FindOp("act"), false, {false}}}}};
+  std::string text = PlanToJson(g, plan);
+  CHECK(text.find(" \"modules\": [\"m\"],\n"
+                  " \"sac\": [\n"
+                  "  {\"module\": \"m\", \"ops\": [\n"
+                  "   {\"op\": \"fc\", \"type\": \"linear\", \"policy\": \"save\"},\n"
+                  "   {\"op\": \"act\", \"type\": \"relu\", \"policy\": \"recompute\"}]}\n"
+                  " ],\n"
+                  " \"predicted\"") != std::string::npos);
+  Plan back;
+  std::string err;
+  REQUIRE(ParsePlan(text, "p.json", g, &back, &err));
+  REQUIRE(back.sac.size() == 1);
+  CHECK(back.sac[0].module == "m");
+  REQUIRE(back.sac[0].ops.size() == 2);
+  CHECK(back.sac[0].ops[0].op == g.FindOp("fc"));
+  CHECK(back.sac[0].ops[0].save);
+  CHECK(back.sac[0].ops[0].save_outputs == std::vector<bool>{true});
+  CHECK_FALSE(back.sac[0].ops[1].save);
+  // Per output.
+  json doc = BasePlan();
+  doc["sac"] = json::parse(
+      R"([{"module": "m", "ops": [{"op": "fc", "type": "linear", "policy": ["save"]}]}])");
+  REQUIRE(ParsePlan(doc.dump(), "p.json", g, &back, &err));
+  CHECK(back.sac[0].ops[0].save_outputs == std::vector<bool>{true});
+}
+
+TEST_CASE("plan: sac errors") {
+  auto sac = [](const std::string& ops) {
+    return With("sac", R"([{"module": "m", "ops": [)" + ops + "]}]");
+  };
+  CHECK(Err(With("sac", R"({"m": []})")) ==
+        "p.json: /sac: expected an array of {\"module\", \"ops\"} objects, found an object");
+  CHECK(Err(With("sac", R"([{"ops": []}])")) ==
+        "p.json: /sac/0/module: missing; expected a non-empty string");
+  CHECK(Err(sac(R"({"op": "act.bw", "type": "relu", "policy": "save"})")) ==
+        "p.json: /sac/0/ops/0/op: \"act.bw\" is not a forward op of the joint graph; expected "
+        "the id of a forward op");
+  CHECK(Err(sac(R"({"op": "act", "type": "gelu", "policy": "save"})")) ==
+        "p.json: /sac/0/ops/0/type: \"gelu\" is not the type of op \"act\"; expected \"relu\"");
+  CHECK(Err(sac(R"({"op": "act", "type": "relu", "policy": "keep"})")) ==
+        "p.json: /sac/0/ops/0/policy: unknown policy \"keep\"; expected \"save\", "
+        "\"recompute\", or one of them per output of the op");
+  CHECK(Err(sac(R"({"op": "act", "type": "relu", "policy": ["save", "save"]})")) ==
+        "p.json: /sac/0/ops/0/policy: 2 policies for 1 outputs; expected one per output");
+  CHECK(Err(sac(R"({"op": "act", "type": "relu"})")) ==
+        "p.json: /sac/0/ops/0/policy: missing; expected \"save\", \"recompute\", or one of "
+        "them per output of the op");
+}
+
 TEST_CASE("plan: accumulation, saved, recomputed and predicted errors") {
   CHECK(Err(With("accumulation", R"({"h.grad": "lazy"})")) ==
         "p.json: /accumulation/h.grad: unknown accumulation mode \"lazy\"; expected inplace, "

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "analyzer/baselines.h"
+#include "analyzer/sac_policy.h"
 #include "exhaustive.h"
 #include "random_graph.h"
 #include "test_util.h"
@@ -215,6 +216,59 @@ TEST_CASE("planner: module granularity recomputes whole modules and names them")
 
 namespace memplan {
 namespace {
+
+TEST_CASE("planner: sac granularity decides per op inside modules, and its policies match") {
+  JointGraph jg;
+  std::string err;
+  REQUIRE(
+      LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg, &err));
+  const Graph& g = jg.graph;
+  int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+  PlannerOptions sac, module;
+  sac.granularity = Granularity::kSac;
+  module.granularity = Granularity::kModule;
+  for (int pct : {90, 70}) {
+    CAPTURE(pct);
+    const int64_t budget = baseline * pct / 100;
+    PlanResult by_sac, by_module;
+    REQUIRE(PlanCheckpoints(g, budget, sac, &by_sac, &err));
+    REQUIRE(PlanCheckpoints(g, budget, module, &by_module, &err));
+    REQUIRE(by_sac.feasible);
+    CHECK(by_sac.best.sim.peak_bytes <= budget);
+    // Finer than whole modules: never dearer here.
+    if (by_module.feasible)
+      CHECK(by_sac.best.recompute_cost <= by_module.best.recompute_cost + 1e-9);
+    REQUIRE_FALSE(by_sac.modules.empty());
+    const std::vector<bool>& keep = by_sac.best.keep;
+    std::vector<bool> recomputed(g.tensors.size(), false);
+    for (int t : by_sac.best.checkpoint.recomputed_tensors) recomputed[t] = true;
+    for (const std::string& m : by_sac.modules) CHECK((m == "h.0" || m == "h.1"));
+    std::vector<SacRegion> regions =
+        SacPolicies(g, keep, by_sac.best.checkpoint.recomputed_ops, by_sac.modules, 2);
+    REQUIRE(regions.size() == by_sac.modules.size());
+    for (const SacRegion& r : regions) {
+      CAPTURE(r.module);
+      REQUIRE_FALSE(r.ops.empty());
+      for (const SacOp& op : r.ops) {
+        const Op& o = g.ops[op.op];
+        CAPTURE(o.id);
+        CHECK(ScopePrefix(o.scope, 2) == r.module);
+        REQUIRE(op.save_outputs.size() == o.outputs.size());
+        for (size_t i = 0; i < o.outputs.size(); ++i) {
+          const int t = o.outputs[i];
+          // What the program recomputes, the policy never saves; one op's
+          // candidates are kept or dropped together.
+          if (recomputed[t] && !g.IsView(t)) CHECK_FALSE(op.save_outputs[i]);
+          if (op.save_outputs[i] && !g.IsView(t)) CHECK(keep[t]);
+        }
+      }
+    }
+    std::vector<int> candidates = CheckpointCandidates(g);
+    for (int t : candidates)
+      for (int u : candidates)
+        if (g.tensors[t].producer == g.tensors[u].producer) CHECK(keep[t] == keep[u]);
+  }
+}
 
 TEST_CASE("planner: a budget sweep never costs less at a smaller budget") {
   CHECK(SweepRange(1000, 100, 4) == std::vector<int64_t>{1000, 700, 400, 100});

@@ -1,0 +1,97 @@
+#include "analyzer/sac_policy.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "analyzer/program.h"
+
+namespace memplan {
+
+std::string ScopePrefix(const std::string& scope, int depth) {
+  size_t pos = 0;
+  for (int d = 0; d < depth; ++d) {
+    pos = scope.find('.', pos);
+    if (pos == std::string::npos) return scope;
+    if (d + 1 < depth) ++pos;
+  }
+  return scope.substr(0, pos);
+}
+
+ModuleRegions FindModuleRegions(const Graph& g, int depth) {
+  ModuleRegions r;
+  r.module_of_op.resize(g.ops.size());
+  for (size_t o = 0; o < g.ops.size(); ++o)
+    if (!g.ops[o].scope.empty()) r.module_of_op[o] = ScopePrefix(g.ops[o].scope, depth);
+  // A shallower scope ("lm" at depth 3, its own ops) that contains other
+  // regions ("lm.model.layers") is no region: wrapping it would rerun theirs.
+  std::unordered_set<std::string> regions(r.module_of_op.begin(), r.module_of_op.end()), ancestors;
+  for (const std::string& m : regions)
+    for (size_t pos = m.find('.'); pos != std::string::npos; pos = m.find('.', pos + 1))
+      if (regions.count(m.substr(0, pos))) ancestors.insert(m.substr(0, pos));
+  for (std::string& m : r.module_of_op)
+    if (ancestors.count(m)) m.clear();
+  r.escapes.assign(g.tensors.size(), false);
+  for (size_t o = 0; o < g.ops.size(); ++o) {
+    if (g.ops[o].phase != Phase::kForward) continue;
+    for (int t : g.ops[o].inputs) {
+      int base = g.tensors[t].base;
+      for (int u : {t, base}) {
+        int p = g.tensors[u].producer;
+        if (p >= 0 && r.module_of_op[p] != r.module_of_op[o]) r.escapes[u] = true;
+      }
+    }
+  }
+  return r;
+}
+
+std::vector<SacRegion> SacPolicies(const Graph& g, const std::vector<bool>& keep,
+                                   const std::vector<int>& recomputed_ops,
+                                   const std::vector<std::string>& modules, int depth) {
+  const ModuleRegions regions = FindModuleRegions(g, depth);
+  const std::vector<bool>& kept = KeptToEnd(g);
+  // Read again after the forward by the tensor's own region: its backward
+  // ops (or ops without a scope) or a recomputation. What other regions'
+  // backward ops read, their autograd holds, not this region's SAC cache.
+  std::vector<bool> read_later(g.tensors.size(), false);
+  auto reads = [&](const Op& op, const std::string& region) {
+    for (int t : op.inputs)
+      for (int u : {t, g.tensors[t].base}) {
+        int p = g.tensors[u].producer;
+        if (p >= 0 && (region.empty() || regions.module_of_op[p] == region)) read_later[u] = true;
+      }
+  };
+  for (const Op& op : g.ops)
+    if (op.phase != Phase::kForward) reads(op, ScopePrefix(op.scope, depth));
+  for (int o : recomputed_ops) reads(g.ops[o], "");
+  std::unordered_map<std::string, size_t> index;
+  std::vector<SacRegion> out(modules.size());
+  for (size_t i = 0; i < modules.size(); ++i) {
+    out[i].module = modules[i];
+    index.emplace(modules[i], i);
+  }
+  std::vector<bool> saved(g.tensors.size(), false);  // buffers the policies save
+  for (size_t o = 0; o < g.ops.size(); ++o) {
+    const Op& op = g.ops[o];
+    if (op.phase != Phase::kForward) continue;
+    auto it = index.find(regions.module_of_op[o]);
+    if (it == index.end()) continue;
+    SacOp sac{static_cast<int>(o), false, {}};
+    for (int t : op.outputs) {
+      const int base = g.tensors[t].base;
+      bool save;
+      if (base == t) {
+        save = (kept[t] || (static_cast<size_t>(t) < keep.size() && keep[t])) && read_later[t];
+      } else {
+        const int p = g.tensors[base].producer;
+        save = p >= 0 && regions.module_of_op[p] == regions.module_of_op[o] && saved[base];
+      }
+      saved[t] = save;
+      sac.save_outputs.push_back(save);
+      sac.save = sac.save || save;
+    }
+    out[it->second].ops.push_back(std::move(sac));
+  }
+  return out;
+}
+
+}  // namespace memplan

@@ -1,0 +1,69 @@
+// Selective activation checkpointing (SAC) policies from an op-level
+// checkpoint set, and the module regions they live in.
+//
+// What it sees: the joint graph, a keep vector by tensor (a checkpoint set,
+// checkpoint.h) and the module scopes to wrap. What it returns: per module,
+// its forward ops in program order, each to save or to recompute, which is
+// what torch.utils.checkpoint.create_selective_checkpoint_contexts takes
+// (MUST_SAVE, PREFER_RECOMPUTE) around the module's checkpoint().
+//
+// Rules, per output. A buffer (an output that is not a view) is saved when
+// it is kept (or kept to the end) and read after the forward by its own
+// module: by one of the module's backward ops or a recomputation, directly
+// or through a view. SAC holds what it saves until the module's
+// recomputation consumes it, or to the end of the module's backward when the
+// recomputation stops before it (early stop), whereas a checkpoint program
+// frees a kept tensor after its last use; what other modules' backward ops
+// read, their own autograd holds. An op whose outputs are all views or
+// eager in-place results takes its base's policy when the base is made in
+// the same region (SAC caches a mutated buffer once: an in-place op must not
+// be rerun on a cached buffer), else recomputes. SAC decides per op, so a
+// plan's policy is per op too (Granularity::kSac decides per op), except
+// where eager runs one traced op as several (CPU dropout: the noise and the
+// product), which the framework side maps to the outputs. O(ops x arity).
+#ifndef MEMPLAN_ANALYZER_SAC_POLICY_H_
+#define MEMPLAN_ANALYZER_SAC_POLICY_H_
+
+#include <string>
+#include <vector>
+
+#include "analyzer/graph.h"
+
+namespace memplan {
+
+// "h.0.attn.c_attn" at depth 2 -> "h.0"; a scope with fewer components is
+// its own prefix.
+std::string ScopePrefix(const std::string& scope, int depth);
+
+// Module regions at a scope depth: the region of each op ("" when its scope
+// is empty, or when its region is the ancestor of another: a model's own
+// ops at depth 3 beside "lm.model.layers", which wrapping would rerun) and, by tensor, whether a
+// forward op of another region (or of none) reads it or a view of it: such a tensor leaves its
+// region, and a checkpointed region keeps it (the module's output).
+struct ModuleRegions {
+  std::vector<std::string> module_of_op;
+  std::vector<bool> escapes;
+};
+ModuleRegions FindModuleRegions(const Graph& g, int depth);
+
+struct SacOp {
+  int op = -1;
+  bool save = false;               // any output saved
+  std::vector<bool> save_outputs;  // by output
+};
+
+struct SacRegion {
+  std::string module;
+  std::vector<SacOp> ops;  // the region's forward ops, in program order
+};
+
+// One region per module in `modules` (in that order), each with its forward
+// ops at `depth`. keep: by tensor, as the planner's keep vectors;
+// recomputed_ops: the forward ops the checkpoint program reruns.
+std::vector<SacRegion> SacPolicies(const Graph& g, const std::vector<bool>& keep,
+                                   const std::vector<int>& recomputed_ops,
+                                   const std::vector<std::string>& modules, int depth);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_SAC_POLICY_H_
