@@ -164,6 +164,7 @@ class Search {
       // early and keep again from the cheapest seed instead.
       if (!HandWritten()) return false;
       if (!ChainSeed()) return false;
+      if (!ModuleSeed()) return false;
       if (!Greedy(std::move(baseline))) return false;
     }
     // Below the floor nothing fits: no need to search for a cheap set. The
@@ -490,6 +491,27 @@ class Search {
     if (!chain.found) return true;
     std::vector<bool> saved = kept_;
     for (int t : candidates_) kept_[group_of_[t]] = chain.keep[t];
+    ScoredPlan plan;
+    if (!Score(&plan, /*detailed=*/false)) return false;
+    kept_ = saved;
+    return true;
+  }
+
+  // Sac granularity: the module plan at the same budget, scored as a set of
+  // op decisions (an op is dropped when the module plan drops its
+  // candidates), so an op-level plan is never dearer than the module plan
+  // when both fit.
+  bool ModuleSeed() {
+    if (options_.granularity != Granularity::kSac) return true;
+    PlannerOptions module = options_;
+    module.granularity = Granularity::kModule;
+    module.progress = nullptr;
+    module.stage = nullptr;
+    PlanResult by_module;
+    if (!PlanCheckpoints(g_, budget_, module, &by_module, err_)) return false;
+    std::vector<bool> saved = kept_;
+    for (int t : candidates_)
+      if (group_of_[t] >= 0 && !by_module.best.keep[t]) kept_[group_of_[t]] = false;
     ScoredPlan plan;
     if (!Score(&plan, /*detailed=*/false)) return false;
     kept_ = saved;

@@ -146,14 +146,12 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   for (int p = 0; p < steps; ++p) {
     const Op& op = g.ops[runs[p]];
     run_steps[p].op = runs[p];
-    if (mode == AccumulationMode::kInplace && op.accumulate && op.outputs.size() == 1) {
-      for (int in : op.inputs) {
-        if (can_take_over(op, in, op.outputs[0], p)) {
-          run_steps[p].inplace.emplace_back(op.outputs[0], in);
-          instances[current[in]].consumed = true;
-          break;
-        }
-      }
+    // Only the running sum (the first input) is taken over, as PyTorch's
+    // InputBuffer does for dense gradients: a contribution never is.
+    if (mode == AccumulationMode::kInplace && op.accumulate && op.outputs.size() == 1 &&
+        !op.inputs.empty() && can_take_over(op, op.inputs[0], op.outputs[0], p)) {
+      run_steps[p].inplace.emplace_back(op.outputs[0], op.inputs[0]);
+      instances[current[op.inputs[0]]].consumed = true;
     }
     for (int t : op.outputs)  // replay pass 1's instance starts
       if (next_instance < instances.size() && instances[next_instance].tensor == t &&

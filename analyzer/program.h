@@ -5,9 +5,12 @@
 // (or to the end of the backward); each tensor is freed right after its last
 // reader (or its producer when nothing reads it); resident tensors, graph
 // outputs and parameter gradients are never freed. Accumulate ops run in place
-// ("inplace" mode) when an input may be taken over: it is not a view, not
-// kept to the end, has the output's size, has no later reader and no live
-// view (PyTorch's InputBuffer: first the accumulator, else the contribution).
+// ("inplace" mode) when their first input, the running sum, may be taken
+// over: it is not a view, not kept to the end, has the output's size, has no
+// later reader and no live view. Otherwise the sum is a new buffer, even when
+// the contribution could be taken over: PyTorch's InputBuffer reuses only
+// the accumulator of dense gradients (a tied embedding's gradient, summed
+// into the transposed LM-head gradient, is out of place).
 // O(ops + tensors + total op arity).
 #ifndef MEMPLAN_ANALYZER_PROGRAM_H_
 #define MEMPLAN_ANALYZER_PROGRAM_H_

@@ -89,6 +89,19 @@ std::vector<SacRegion> SacPolicies(const Graph& g, const std::vector<bool>& keep
       sac.save_outputs.push_back(save);
       sac.save = sac.save || save;
     }
+    // Views among an op's outputs that also makes buffers (batch norm's
+    // updated running statistics) follow the op's buffers.
+    bool owns = false;
+    for (int t : op.outputs) owns = owns || g.tensors[t].base == t;
+    if (owns)
+      for (size_t i = 0; i < op.outputs.size(); ++i)
+        if (g.tensors[op.outputs[i]].base != op.outputs[i]) {
+          bool any = false;
+          for (size_t k = 0; k < op.outputs.size(); ++k)
+            any = any || (g.tensors[op.outputs[k]].base == op.outputs[k] && sac.save_outputs[k]);
+          sac.save_outputs[i] = any;
+          saved[op.outputs[i]] = any;
+        }
     out[it->second].ops.push_back(std::move(sac));
   }
   return out;

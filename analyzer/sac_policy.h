@@ -17,7 +17,9 @@
 // read, their own autograd holds. An op whose outputs are all views or
 // eager in-place results takes its base's policy when the base is made in
 // the same region (SAC caches a mutated buffer once: an in-place op must not
-// be rerun on a cached buffer), else recomputes. SAC decides per op, so a
+// be rerun on a cached buffer), else recomputes; view outputs of an op that
+// also makes buffers (batch norm's running statistics) follow its buffers.
+// SAC decides per op, so a
 // plan's policy is per op too (Granularity::kSac decides per op), except
 // where eager runs one traced op as several (CPU dropout: the noise and the
 // product), which the framework side maps to the outputs. O(ops x arity).

@@ -1315,12 +1315,21 @@ def sac_schedule(region, target_device="cpu"):
         per_output = policy if isinstance(policy, list) else None
         any_save = "save" in per_output if per_output else policy == "save"
         expansion = SAC_EAGER_EXPANSIONS.get((target_device, name))
+        whole = any_save and not (per_output is not None and "recompute" in per_output)
         if expansion is None:
-            out.append((name, any_save, op["op"]))
+            # One eager op saves all its outputs or none. Outputs the plan
+            # recomputes next to saved ones are the op's own buffers nothing
+            # reads again (batch norm's output before a residual add, beside
+            # its statistics): saved, SAC would hold them to the module's
+            # recomputation, so the op recomputes (views of other buffers,
+            # such as updated running statistics, do not
+            # count: memplan writes them with the op's policy). memplan keeps
+            # the small saved outputs: it predicts a little high there.
+            out.append((name, whole, op["op"]))
             continue
         for eager, output in expansion:
             if output is None:
-                save = any_save
+                save = whole
             elif output < 0:
                 save = False
             else:
@@ -1563,8 +1572,9 @@ def main(argv=None):
                     help="aot partitioner (joint style): default saves what the backward "
                          "reads; min_cut is PyTorch's rematerializing partitioner")
     ms = sub.choices["measure"]
-    ms.add_argument("--plan", help="memplan.plan/1 with a module list (memplan plan "
-                                   "--granularity module) to apply before measuring")
+    ms.add_argument("--plan", help="memplan.plan/1 to apply before measuring: its modules "
+                                   "(memplan plan --granularity module) or its selective "
+                                   "checkpointing policies (--granularity sac)")
     ms.add_argument("--json", help="write the report here (also printed)")
     for p in (ex, ms):
         p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
