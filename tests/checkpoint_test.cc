@@ -157,8 +157,7 @@ TEST_CASE("checkpoint: a recompute group is remade at once at its first backward
   CheckpointProgram lazy = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
   std::vector<int> group(g.tensors.size(), -1);
   group[g.FindTensor("a")] = group[g.FindTensor("b")] = group[g.FindTensor("s")] = 0;
-  CheckpointProgram grouped =
-      BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, group);
+  CheckpointProgram grouped = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, group);
   CHECK(OpNames(g, lazy.recomputed_ops) == Strings{"fb", "fa"});
   CHECK(OpNames(g, grouped.recomputed_ops) == Strings{"fa", "fb"});
   const int fb_bw = step_of(grouped.program, "fb.bw", false);
@@ -173,6 +172,73 @@ TEST_CASE("checkpoint: a recompute group is remade at once at its first backward
   CheckpointProgram same = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, none);
   CHECK(OpNames(g, same.recomputed_ops) == OpNames(g, lazy.recomputed_ops));
   CHECK(MustSimulate(g, same.program).peak_bytes == rl.peak_bytes);
+}
+
+// One module: a = tanh(m), z = -a, b = tanh(a), s = b + z. The backward reads
+// a and b (tanh saves its output), never z. As torch.utils.checkpoint reruns
+// a module, the group reruns its forward ops in order up to its last
+// tensor the backward reads (b: early stop), so also fz, and not fs; its
+// input m (made outside) stays alive for it.
+TEST_CASE("checkpoint: a recompute group reruns its module up to its last saved tensor") {
+  Graph g = MustLower(R"({"format": "memplan.graph/1", "tensors": [
+      {"id": "x", "shape": [256], "dtype": "float32", "kind": "input"},
+      {"id": "w", "shape": [256], "dtype": "float32", "kind": "parameter"},
+      {"id": "m", "shape": [256], "dtype": "float32"},
+      {"id": "a", "shape": [256], "dtype": "float32"},
+      {"id": "z", "shape": [256], "dtype": "float32"},
+      {"id": "b", "shape": [256], "dtype": "float32"},
+      {"id": "s", "shape": [256], "dtype": "float32"},
+      {"id": "loss", "shape": [], "dtype": "float32"}],
+    "ops": [
+      {"id": "fm", "type": "mul", "inputs": ["x", "w"], "outputs": ["m"]},
+      {"id": "fa", "type": "tanh", "inputs": ["m"], "outputs": ["a"]},
+      {"id": "fz", "type": "neg", "inputs": ["a"], "outputs": ["z"]},
+      {"id": "fb", "type": "tanh", "inputs": ["a"], "outputs": ["b"]},
+      {"id": "fs", "type": "add", "inputs": ["b", "z"], "outputs": ["s"]},
+      {"id": "l", "type": "mean", "inputs": ["s"], "outputs": ["loss"]}],
+    "outputs": ["loss"]})");
+  std::vector<int> group(g.tensors.size(), -1);
+  for (const char* t : {"a", "z", "b", "s"}) group[g.FindTensor(t)] = 0;
+  // Nothing kept: m is not a candidate (only fa reads it) and would be
+  // recomputed on demand; as the module's input it is kept.
+  CheckpointProgram lazy = BuildCheckpointProgram(g, Keep(g, {}), AccumulationMode::kInplace);
+  CheckpointProgram grouped =
+      BuildCheckpointProgram(g, Keep(g, {}), AccumulationMode::kInplace, group);
+  CHECK(OpNames(g, lazy.recomputed_ops) == Strings{"fm", "fa", "fb"});
+  CHECK(OpNames(g, grouped.recomputed_ops) == Strings{"fa", "fz", "fb"});
+  MustSimulate(g, grouped.program);
+  // b kept: saved ops are not rerun; a is, and z with it.
+  CheckpointProgram saved =
+      BuildCheckpointProgram(g, Keep(g, {"b"}), AccumulationMode::kInplace, group);
+  CHECK(OpNames(g, saved.recomputed_ops) == Strings{"fa", "fz"});
+  // Every member alive: the group is not wrapped, nothing reruns.
+  CheckpointProgram all =
+      BuildCheckpointProgram(g, Keep(g, {"a", "b"}), AccumulationMode::kInplace, group);
+  CHECK(all.recomputed_ops.empty());
+
+  // The module's own backward ops trigger it at their first read of any of
+  // its tensors, alive or not (the first unpack); others only when they
+  // need a dead one. fb.bw reads the kept b before fa.bw needs the dead a.
+  auto first_rerun_before = [&](const CheckpointProgram& cp, const std::string& op) {
+    int rerun = -1, at = -1;
+    std::vector<bool> seen(g.ops.size(), false);
+    for (size_t i = 0; i < cp.program.steps.size(); ++i) {
+      const Step& st = cp.program.steps[i];
+      if (!st.IsRun()) continue;
+      if (seen[st.op] && rerun < 0) rerun = static_cast<int>(i);
+      seen[st.op] = true;
+      if (g.ops[st.op].id == op) at = static_cast<int>(i);
+    }
+    return rerun >= 0 && rerun < at;
+  };
+  CHECK_FALSE(first_rerun_before(saved, "fb.bw"));
+  std::vector<int> own = group;
+  for (int t : g.ops[g.FindOp("fb.bw")].outputs) own[t] = 0;
+  CheckpointProgram triggered =
+      BuildCheckpointProgram(g, Keep(g, {"b"}), AccumulationMode::kInplace, own);
+  CHECK(first_rerun_before(triggered, "fb.bw"));
+  CHECK(OpNames(g, triggered.recomputed_ops) == Strings{"fa", "fz"});
+  MustSimulate(g, triggered.program);
 }
 
 TEST_CASE("checkpoint: every checkpoint set gives a valid program on random graphs") {
