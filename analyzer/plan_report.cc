@@ -72,7 +72,7 @@ Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_by
 
 std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
                            const PlanResult& result, const Plan& plan, int top,
-                           const std::vector<SweepPoint>& sweep) {
+                           const std::vector<SweepPoint>& sweep, const BudgetedPlan* budgeted) {
   const Graph& g = jg.graph;
   const SimResult& sim = result.best.sim;
   ojson r = ReportHeader("plan", jg);
@@ -119,18 +119,34 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
                         {"recompute_cost", p.recompute_cost}});
     r["sweep"] = points;
   }
+  if (budgeted) {
+    const alloc::ReservedReport& rr = budgeted->reserved;
+    r["budget_of"] = BudgetOfName(budgeted->budget_of);
+    r["allocation_budgets"] = budgeted->allocation_budgets;
+    r["reserved"] = {
+        {"alloc_conf", rr.alloc_conf},
+        {"peak_bytes", rr.reserved_peak_bytes},
+        {"allocated_peak_bytes", rr.allocated_peak_bytes},
+        {"reserved_minus_allocated_bytes", rr.reserved_minus_allocated_at_reserved_peak},
+        {"largest_free_block_bytes", rr.largest_free_block_at_reserved_peak},
+        {"segments", rr.segments},
+        {"iterations", rr.iterations}};
+  }
   r["warnings"] = jg.warnings;
   return json_util::Dump(r, 2) + "\n";
 }
 
 std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
-                        const PlanResult& result, const Plan& plan, int top) {
+                        const PlanResult& result, const Plan& plan, int top,
+                        const BudgetedPlan* budgeted) {
   const Graph& g = jg.graph;
   const SimResult& sim = result.best.sim;
   const char* unit = CostUnit(options.cost);
   std::string out = fmt::format("memplan plan {}\n", jg.file);
-  out += fmt::format("  budget    {} ({} bytes): {}\n", FormatBytes(plan.budget_bytes),
-                     plan.budget_bytes, result.feasible ? "fits" : "NO checkpoint set fits");
+  const bool of_reserved = budgeted && budgeted->budget_of == BudgetOf::kReserved;
+  out += fmt::format("  budget    {} ({} bytes{}): {}\n", FormatBytes(plan.budget_bytes),
+                     plan.budget_bytes, of_reserved ? " reserved" : "",
+                     result.feasible ? "fits" : "NO checkpoint set fits");
   out += fmt::format("  peak      {} baseline -> {} planned",
                      FormatBytes(result.baseline_peak_bytes), FormatBytes(sim.peak_bytes));
   if (sim.peak_step >= 0) {
@@ -143,6 +159,21 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
     out += fmt::format(
         "  lowest    {} is the lowest peak found (floor {}: no program goes lower)\n",
         FormatBytes(result.min_feasible_peak_bytes), FormatBytes(result.lower_bound_bytes));
+  if (budgeted) {
+    const alloc::ReservedReport& rr = budgeted->reserved;
+    out += fmt::format(
+        "  reserved  {} at most by PyTorch's caching allocator (steady state, {} steps): {} above "
+        "the peak, {} segment{}{}\n",
+        FormatBytes(rr.reserved_peak_bytes), rr.iterations,
+        FormatBytes(std::max<int64_t>(0, rr.reserved_peak_bytes - sim.peak_bytes)), rr.segments,
+        rr.segments == 1 ? "" : "s",
+        rr.alloc_conf.empty() ? "" : "; PYTORCH_CUDA_ALLOC_CONF=" + rr.alloc_conf);
+    if (of_reserved && budgeted->allocation_budgets.size() > 1)
+      out += fmt::format(
+          "  searched  {} allocation budgets for a reserved peak within the budget ({}): {}\n",
+          budgeted->allocation_budgets.size(), FormatBytes(budgeted->allocation_budgets.back()),
+          budgeted->feasible ? "this plan fits" : "none fits; the lowest reserved peak is shown");
+  }
   std::vector<int> recomputed = RecomputedBuffers(g, plan);
   out += fmt::format(
       "  recompute {} op runs, {} tensors ({}); cost {:.4g} {} = {:.1f}% of one training step\n",

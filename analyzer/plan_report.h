@@ -8,6 +8,7 @@
 #include "analyzer/analysis.h"
 #include "analyzer/plan.h"
 #include "analyzer/planner.h"
+#include "analyzer/reserved_plan.h"
 
 namespace memplan {
 
@@ -15,15 +16,19 @@ namespace memplan {
 Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_bytes,
               const PlannerOptions& options, const PlanResult& result);
 
-// `sweep` (may be empty) adds the budget sweep as "sweep".
+// `sweep` (may be empty) adds the budget sweep as "sweep"; `budgeted` (may
+// be null) adds what the budget is of, the plan's reserved-memory
+// prediction and the allocation budgets tried.
 std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
                            const PlanResult& result, const Plan& plan, int top,
-                           const std::vector<SweepPoint>& sweep);
+                           const std::vector<SweepPoint>& sweep,
+                           const BudgetedPlan* budgeted = nullptr);
 // The sweep as a table for the terminal.
 std::string SweepTable(const PlanResult& result, const PlannerOptions& options,
                        const std::vector<SweepPoint>& sweep);
 std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
-                        const PlanResult& result, const Plan& plan, int top);
+                        const PlanResult& result, const Plan& plan, int top,
+                        const BudgetedPlan* budgeted = nullptr);
 
 }  // namespace memplan
 

@@ -28,6 +28,7 @@
 #include "analyzer/plan_report.h"
 #include "analyzer/planner.h"
 #include "analyzer/report.h"
+#include "analyzer/reserved_plan.h"
 #include "analyzer/sha256.h"
 #include "analyzer/simulator.h"
 #include "analyzer/sweep_html.h"
@@ -284,6 +285,7 @@ struct PlanFlags {
   std::string budget, out, json, trace, html;
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
   std::string granularity = "op";
+  std::string budget_of = "allocated", alloc_conf;
   std::string costs;  // memplan.costs/1: measured op times
   int module_depth = 2;
   int sweep = 0;
@@ -385,12 +387,21 @@ int RunPlan(const PlanFlags& f) {
   if (!ParsePlanAlgorithm(f.algorithm, &options.algorithm)) return Error("bad --algorithm");
   if (!ParseGranularity(f.granularity, &options.granularity)) return Error("bad --granularity");
   options.module_depth = f.module_depth;
+  BudgetOf budget_of;
+  if (!ParseBudgetOf(f.budget_of, &budget_of)) return Error("bad --budget-of");
+  alloc::Config alloc_config;
+  if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
+    return Error("--alloc-conf: " + err);
   if (!f.html.empty() && f.sweep == 0)
     return Error("--html " + f.html +
                  ": needs --sweep N (the page draws the sweep; for a "
                  "plan's memory over time: memplan report GRAPH --plan PLAN --html F)");
   if (f.global_batch > 0) {
     if (!f.html.empty()) return Error("--html: not with --global-batch");
+    if (budget_of != BudgetOf::kAllocated)
+      return Error("--budget-of " + f.budget_of +
+                   ": not with --global-batch (micro-batches "
+                   "are planned on allocated bytes)");
     return RunMicroBatchPlan(f, load, options, budget);
   }
   OptimizerOptions optimizer;
@@ -414,12 +425,16 @@ int RunPlan(const PlanFlags& f) {
   }
   std::string graph_bytes;
   if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
-  PlanResult result;
   progress.Phase("planning");
   progress.Attach(&options);
-  bool planned = PlanCheckpoints(jg.graph, budget, options, &result, &err);
+  BudgetedPlan budgeted;
+  bool planned = PlanForBudget(jg.graph, budget, budget_of, options, alloc_config,
+                               alloc::kDefaultReservedIterations, &budgeted, &err);
   progress.Clear();
   if (!planned) return Error(f.common.graph + ": " + err);
+  budgeted.reserved.alloc_conf = f.alloc_conf;
+  PlanResult& result = budgeted.plan;
+  result.feasible = budgeted.feasible;
   Plan plan = MakePlan(jg.graph, Sha256Hex(graph_bytes), budget, options, result);
   std::vector<SweepPoint> sweep;
   if (f.sweep > 0) progress.Phase("planning");
@@ -433,7 +448,7 @@ int RunPlan(const PlanFlags& f) {
   if (!swept) return Error(f.common.graph + ": " + err);
   if (!f.out.empty() && !WriteFile(f.out, PlanToJson(jg.graph, plan), &err)) return Error(err);
   if (!f.json.empty() &&
-      !WriteFile(f.json, PlanReportJson(jg, options, result, plan, f.top, sweep), &err))
+      !WriteFile(f.json, PlanReportJson(jg, options, result, plan, f.top, sweep, &budgeted), &err))
     return Error(err);
   if (!f.trace.empty() &&
       !WriteFile(f.trace, ChromeTraceJson(jg.graph, plan.program, result.best.sim), &err))
@@ -451,7 +466,8 @@ int RunPlan(const PlanFlags& f) {
     std::string html;
     if (!RenderSweepHtml(page, &html, &err) || !WriteFile(f.html, html, &err)) return Error(err);
   }
-  if (!f.quiet) std::fputs(PlanSummary(jg, options, result, plan, f.top).c_str(), stdout);
+  if (!f.quiet)
+    std::fputs(PlanSummary(jg, options, result, plan, f.top, &budgeted).c_str(), stdout);
   if (!f.quiet && !sweep.empty()) std::fputs(SweepTable(result, options, sweep).c_str(), stdout);
   ExitNow(result.feasible ? kExitOk : kExitNoPlanFits);
 }
@@ -777,6 +793,15 @@ int Main(int argc, char** argv) {
                 "activation checkpointing)")
       ->check(CLI::IsMember({"op", "module", "sac"}))
       ->capture_default_str();
+  p->add_option("--budget-of", plan.budget_of,
+                "what the budget bounds: allocated (the allocation-level peak) or reserved "
+                "(what PyTorch's CUDA caching allocator holds: the plan is searched again with "
+                "less allocated bytes until its reserved peak fits)")
+      ->check(CLI::IsMember({"allocated", "reserved"}))
+      ->capture_default_str();
+  p->add_option("--alloc-conf", plan.alloc_conf,
+                "PYTORCH_CUDA_ALLOC_CONF text for the reserved-memory prediction, e.g. "
+                "expandable_segments:True");
   p->add_option("--module-depth", plan.module_depth,
                 "scope components that name a module: 2 makes h.0.attn.c_attn part of h.0")
       ->check(CLI::Range(1, 64))

@@ -1381,6 +1381,12 @@ def apply_plan(model, plan, target_device="cpu"):
         with open(plan) as f:
             plan = json.load(f)
     from torch.utils.checkpoint import checkpoint
+    if plan.get("recomputed") and not plan.get("modules"):
+        raise PlanError(
+            "this plan decides per tensor (memplan plan --granularity op) and recomputes each "
+            "tensor on demand, which neither torch.utils.checkpoint nor a selective "
+            "checkpointing policy can express; plan with --granularity sac (op decisions "
+            "inside modules) or --granularity module")
     sac = {r["module"]: sac_schedule(r, target_device) for r in plan.get("sac", [])}
     if sac and not TORCH2:
         raise PlanError(f"a sac plan needs torch 2.x (selective activation checkpointing); "

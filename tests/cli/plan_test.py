@@ -102,6 +102,45 @@ def main():
         c.check("exact on a large graph: exit 2 with the limit", rc == 2 and "at most 22" in err, err)
         rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "1MiB")
         c.check("a budget below the floor: exit 3", rc == 3 and "lowest" in out, out + err)
+        # --budget-of reserved: the caching allocator's reserved peak must fit.
+        # gpt_tiny at 130 MiB: the plan at 130 MiB allocated reserves more, the
+        # search lowers the allocation budget until it fits; at 110 MiB none does.
+        rep = os.path.join(tmp, "reserved.json")
+        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "130MiB",
+                           "--budget-of", "reserved", "--json", rep)
+        r = json.load(open(rep)) if rc in (0, 3) else {}
+        c.check("--budget-of reserved: fits at 130 MiB, reserved peak within it, after lowering "
+                "the allocation budget",
+                rc == 0 and r["feasible"] and r["budget_of"] == "reserved"
+                and r["reserved"]["peak_bytes"] <= 130 << 20
+                and r["allocation_budgets"][0] == 130 << 20 and len(r["allocation_budgets"]) > 1
+                and r["allocation_budgets"][-1] < r["allocation_budgets"][0]
+                and r["predicted"]["peak_bytes"] <= r["allocation_budgets"][-1],
+                out + err)
+        c.check("--budget-of reserved: the summary names it",
+                "(136314880 bytes reserved): fits" in out and "\n  reserved  " in out
+                and "this plan fits" in out, out)
+        rc2, out2, err2 = run(sys.executable, VALIDATE, os.path.join("schemas", "report.schema.json"), rep)
+        c.check("--budget-of reserved: report validates", rc2 == 0, out2 + err2)
+        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "130MiB",
+                           "--json", rep, "-q")
+        r = json.load(open(rep)) if rc in (0, 3) else {}
+        c.check("--budget-of allocated (default): one allocation budget, its plan reserves more "
+                "than 130 MiB",
+                rc == 0 and r["budget_of"] == "allocated" and r["allocation_budgets"] == [130 << 20]
+                and r["reserved"]["peak_bytes"] > 130 << 20, out + err)
+        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "110MiB",
+                           "--budget-of", "reserved")
+        c.check("--budget-of reserved: nothing fits at 110 MiB: exit 3, said so",
+                rc == 3 and "none fits; the lowest reserved peak is shown" in out, out + err)
+        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "110MiB",
+                           "--budget-of", "device")
+        c.check("--budget-of device: exit 2", rc == 2 and "--budget-of" in err, err)
+        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "110MiB",
+                           "--alloc-conf", "max_split_size_mb:x")
+        c.check("bad --alloc-conf: exit 2 naming the key",
+                rc == 2 and err == "memplan: error: --alloc-conf: max_split_size_mb: expected a "
+                "number of MiB >= 20, found \"x\"\n", err)
         # Progress: on stderr only when it is a terminal, erased when the plan is done.
         cmd = [memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "110MiB"]
         rc, out, err = run(*cmd)

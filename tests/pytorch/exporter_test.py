@@ -364,6 +364,14 @@ def main():
         except mt.PlanError as e:
             check("apply_plan rejects an unknown module",
                   str(e) == "plan module 'nope' is not a submodule of the model", str(e))
+        try:
+            mt.apply_plan(mt.load_model("models:cnn_small"),
+                          {"saved": [], "recomputed": ["relu"], "steps": []})
+            check("apply_plan rejects an op-granularity plan", False)
+        except mt.PlanError as e:
+            check("apply_plan rejects an op-granularity plan, naming the granularities that work",
+                  str(e).startswith("this plan decides per tensor (memplan plan --granularity "
+                                    "op)") and "--granularity sac" in str(e), str(e))
         if not mt.TORCH2:
             try:
                 mt.apply_plan(mt.load_model("models:cnn_small"),

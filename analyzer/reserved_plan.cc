@@ -1,0 +1,67 @@
+#include "analyzer/reserved_plan.h"
+
+#include "analyzer/analysis.h"
+
+namespace memplan {
+
+bool ParseBudgetOf(std::string_view name, BudgetOf* out) {
+  if (name == "allocated")
+    *out = BudgetOf::kAllocated;
+  else if (name == "reserved")
+    *out = BudgetOf::kReserved;
+  else
+    return false;
+  return true;
+}
+
+const char* BudgetOfName(BudgetOf b) { return b == BudgetOf::kReserved ? "reserved" : "allocated"; }
+
+bool PredictPlanReserved(const Graph& g, const ScoredPlan& plan, const alloc::Config& config,
+                         int iterations, alloc::ReservedReport* out, std::string* err) {
+  const Program& program = plan.checkpoint.program;
+  return alloc::PredictReserved(IntervalsWithWorkspaces(g, program, plan.sim),
+                                static_cast<int>(program.steps.size()), config, iterations, out,
+                                err);
+}
+
+bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
+                   const PlannerOptions& options, const alloc::Config& config, int iterations,
+                   BudgetedPlan* out, std::string* err) {
+  *out = BudgetedPlan();
+  out->budget_of = budget_of;
+  // hi: an allocation budget whose plan reserves too much; lo: one the
+  // planner cannot meet (-1: none yet).
+  int64_t allocation_budget = budget, hi = budget, lo = -1;
+  bool have_best = false;
+  for (int round = 0; round < kMaxReservedRounds; ++round) {
+    out->allocation_budgets.push_back(allocation_budget);
+    PlanResult result;
+    if (!PlanCheckpoints(g, allocation_budget, options, &result, err)) return false;
+    alloc::ReservedReport reserved;
+    if (!PredictPlanReserved(g, result.best, config, iterations, &reserved, err)) return false;
+    const bool planner_fit = result.feasible;
+    const int64_t reserved_peak = reserved.reserved_peak_bytes;
+    const bool fits =
+        budget_of == BudgetOf::kAllocated ? planner_fit : planner_fit && reserved_peak <= budget;
+    if (!have_best || (fits && !out->feasible) ||
+        (!out->feasible && reserved_peak < out->reserved.reserved_peak_bytes)) {
+      out->plan = std::move(result);
+      out->reserved = reserved;
+      out->feasible = fits;
+      have_best = true;
+    }
+    if (fits || budget_of == BudgetOf::kAllocated) break;
+    if (planner_fit)
+      hi = allocation_budget;
+    else
+      lo = allocation_budget;
+    // Ask for the overshoot less; below what the planner can meet, bisect.
+    int64_t next = planner_fit ? allocation_budget - (reserved_peak - budget) : -1;
+    if (next <= lo) next = lo + (hi - lo) / 2;
+    if (next <= lo || next >= hi) break;
+    allocation_budget = next;
+  }
+  return true;
+}
+
+}  // namespace memplan

@@ -1,0 +1,68 @@
+// Plans whose budget is what PyTorch's CUDA caching allocator reserves, not
+// the allocation-level peak: a plan that fits allocated bytes but not the
+// reserved ones does not fit.
+//
+// What it sees: the joint graph, a budget, the planner's options and an
+// allocator configuration. What it returns: the planner's result for the
+// allocation budget it ended with, that plan's reserved-memory prediction
+// (alloc/reserved.h: its program's buffers and op workspaces, replayed for
+// `iterations` training steps) and the allocation budgets it tried.
+//
+// Recipe (BudgetOf::kReserved): plan at the budget (PlanCheckpoints);
+// predict the plan's reserved peak; while it is over the budget, plan again
+// with the allocation budget lowered by the overshoot, or, once that is
+// below what the planner can meet, halfway between the two allocation
+// budgets known to fail either way; at most kMaxReservedRounds plans. The
+// first plan whose reserved peak fits is returned; if none does, the one
+// with the lowest reserved peak (feasible false). BudgetOf::kAllocated plans
+// once and only predicts.
+//
+// Complexity: up to kMaxReservedRounds plans plus as many reserved replays.
+//
+// Where it falls short: the planner itself never sees fragmentation, so a
+// plan that would fit the reserved budget at a higher allocation budget than
+// the rounds reach is missed; the reserved peak is not monotone in the
+// allocation budget, so lowering it can overshoot the cheapest plan.
+#ifndef MEMPLAN_ANALYZER_RESERVED_PLAN_H_
+#define MEMPLAN_ANALYZER_RESERVED_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analyzer/alloc/caching_allocator.h"
+#include "analyzer/alloc/reserved.h"
+#include "analyzer/planner.h"
+
+namespace memplan {
+
+inline constexpr int kMaxReservedRounds = 8;
+
+enum class BudgetOf { kAllocated, kReserved };
+bool ParseBudgetOf(std::string_view name, BudgetOf* out);
+const char* BudgetOfName(BudgetOf b);
+
+// Invariants: allocation_budgets is non-empty, its first entry the budget,
+// each later one lower; plan is the planner's result at one of them;
+// feasible means plan.feasible, and for kReserved also
+// reserved.reserved_peak_bytes <= budget.
+struct BudgetedPlan {
+  BudgetOf budget_of = BudgetOf::kAllocated;
+  bool feasible = false;  // the plan fits the budget in the bytes budget_of names
+  PlanResult plan;
+  alloc::ReservedReport reserved;  // of plan.best's program
+  std::vector<int64_t> allocation_budgets;
+};
+
+// The reserved-memory prediction of one planned program.
+bool PredictPlanReserved(const Graph& g, const ScoredPlan& plan, const alloc::Config& config,
+                         int iterations, alloc::ReservedReport* out, std::string* err);
+
+bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
+                   const PlannerOptions& options, const alloc::Config& config, int iterations,
+                   BudgetedPlan* out, std::string* err);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_RESERVED_PLAN_H_
