@@ -214,17 +214,10 @@ class Search {
   void ModuleGroups() {
     const ModuleRegions regions = FindModuleRegions(g_, options_.module_depth);
     const bool per_op = options_.granularity == Granularity::kSac;
-    const std::vector<bool>& kept = KeptToEnd(g_);
-    // Sac: an op that makes a buffer leaving its module is saved whole.
-    auto pinned = [&](int p) {
-      for (int u : g_.ops[p].outputs)
-        if (g_.tensors[u].alias_of < 0 && (regions.escapes[u] || kept[u])) return true;
-      return false;
-    };
     for (int t : candidates_) {
       const int p = g_.tensors[t].producer;
       const std::string& module = regions.module_of_op[p];
-      if (module.empty() || regions.escapes[t] || (per_op && pinned(p))) continue;
+      if (module.empty() || regions.escapes[t]) continue;
       AddToGroup(per_op ? g_.ops[p].id : module, t);
       if (per_op) module_of_group_.resize(groups_.size(), module);
     }
