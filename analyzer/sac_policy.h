@@ -27,6 +27,7 @@
 #define MEMPLAN_ANALYZER_SAC_POLICY_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analyzer/graph.h"
@@ -37,9 +38,15 @@ namespace memplan {
 // its own prefix.
 std::string ScopePrefix(const std::string& scope, int depth);
 
+// Whether an op type only makes views ("aten.view.default", "transpose"):
+// an aliasing output of any other op is an in-place write.
+bool IsViewOpType(std::string_view type);
+
 // Module regions at a scope depth: the region of each op ("" when its scope
-// is empty, or when its region is the ancestor of another: a model's own
-// ops at depth 3 beside "lm.model.layers", which wrapping would rerun) and, by tensor, whether a
+// is empty, when its region is the ancestor of another: a model's own ops
+// at depth 3 beside "lm.model.layers", which wrapping would rerun, or when
+// its region writes in place into one of its inputs, which checkpoint
+// forbids) and, by tensor, whether a
 // forward op of another region (or of none) reads it or a view of it: such a tensor leaves its
 // region, and a checkpointed region keeps it (the module's output).
 struct ModuleRegions {

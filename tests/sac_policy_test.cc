@@ -80,6 +80,20 @@ TEST_CASE("sac_policy: scope prefixes and module regions") {
   CHECK(deep.module_of_op[g.FindOp("fc")] == "m.fc");
   CHECK(deep.module_of_op[g.FindOp("act")] == "");
   CHECK(deep.module_of_op[g.FindOp("head")] == "head");
+  // At depth 2, "m.act" overwrites "m.fc"'s output in place (r is a view of
+  // a made by relu): checkpointing "m.act" alone would find its saved
+  // input changed. A view op there would not count.
+  CHECK(deep.module_of_op[g.FindOp("fc")] == "m.fc");
+  ModuleRegions two = FindModuleRegions(g, 2);
+  CHECK(two.module_of_op[g.FindOp("act")] == "");
+  CHECK(two.module_of_op[g.FindOp("drop")] == "m.drop");
+  Graph viewed = g;
+  viewed.ops[g.FindOp("act")].type = "aten.view.default";
+  CHECK(FindModuleRegions(viewed, 2).module_of_op[g.FindOp("act")] == "m.act");
+  CHECK(IsViewOpType("aten.transpose.int"));
+  CHECK(IsViewOpType("reshape"));
+  CHECK_FALSE(IsViewOpType("aten.relu.default"));
+  CHECK_FALSE(IsViewOpType("aten.viewx.default"));
 }
 
 TEST_CASE(
