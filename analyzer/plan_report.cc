@@ -120,17 +120,9 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
     r["sweep"] = points;
   }
   if (budgeted) {
-    const alloc::ReservedReport& rr = budgeted->reserved;
     r["budget_of"] = BudgetOfName(budgeted->budget_of);
     r["allocation_budgets"] = budgeted->allocation_budgets;
-    r["reserved"] = {
-        {"alloc_conf", rr.alloc_conf},
-        {"peak_bytes", rr.reserved_peak_bytes},
-        {"allocated_peak_bytes", rr.allocated_peak_bytes},
-        {"reserved_minus_allocated_bytes", rr.reserved_minus_allocated_at_reserved_peak},
-        {"largest_free_block_bytes", rr.largest_free_block_at_reserved_peak},
-        {"segments", rr.segments},
-        {"iterations", rr.iterations}};
+    r["reserved"] = ReservedJson(budgeted->reserved);
   }
   r["warnings"] = jg.warnings;
   return json_util::Dump(r, 2) + "\n";
@@ -160,14 +152,7 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
         "  lowest    {} is the lowest peak found (floor {}: no program goes lower)\n",
         FormatBytes(result.min_feasible_peak_bytes), FormatBytes(result.lower_bound_bytes));
   if (budgeted) {
-    const alloc::ReservedReport& rr = budgeted->reserved;
-    out += fmt::format(
-        "  reserved  {} at most by PyTorch's caching allocator (steady state, {} steps): {} above "
-        "the peak, {} segment{}{}\n",
-        FormatBytes(rr.reserved_peak_bytes), rr.iterations,
-        FormatBytes(std::max<int64_t>(0, rr.reserved_peak_bytes - sim.peak_bytes)), rr.segments,
-        rr.segments == 1 ? "" : "s",
-        rr.alloc_conf.empty() ? "" : "; PYTORCH_CUDA_ALLOC_CONF=" + rr.alloc_conf);
+    out += ReservedLine(budgeted->reserved, sim.peak_bytes);
     if (of_reserved && budgeted->allocation_budgets.size() > 1)
       out += fmt::format(
           "  searched  {} allocation budgets for a reserved peak within the budget ({}): {}\n",

@@ -101,17 +101,7 @@ std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) 
   r["lower_bound_bytes"] = a.lower_bound_bytes;
   r["resident_bytes"] = sim.start_bytes;
   r["steps"] = a.program.steps.size();
-  if (a.has_reserved) {
-    const alloc::ReservedReport& rr = a.reserved;
-    r["reserved"] = {
-        {"alloc_conf", rr.alloc_conf},
-        {"peak_bytes", rr.reserved_peak_bytes},
-        {"allocated_peak_bytes", rr.allocated_peak_bytes},
-        {"reserved_minus_allocated_bytes", rr.reserved_minus_allocated_at_reserved_peak},
-        {"largest_free_block_bytes", rr.largest_free_block_at_reserved_peak},
-        {"segments", rr.segments},
-        {"iterations", rr.iterations}};
-  }
+  if (a.has_reserved) r["reserved"] = ReservedJson(a.reserved);
   ojson by_kind = ojson::object();
   for (int k = 0; k < kNumTensorKinds; ++k)
     by_kind[TensorKindName(static_cast<TensorKind>(k))] = sim.peak_by_kind[k];
@@ -120,6 +110,28 @@ std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) 
   r["live_at_peak_count"] = sim.live_at_peak.size();
   r["warnings"] = jg.warnings;
   return json_util::Dump(r, 2) + "\n";
+}
+
+ojson ReservedJson(const alloc::ReservedReport& rr) {
+  return {{"alloc_conf", rr.alloc_conf},
+          {"peak_bytes", rr.reserved_peak_bytes},
+          {"allocated_peak_bytes", rr.allocated_peak_bytes},
+          {"reserved_minus_allocated_bytes", rr.reserved_minus_allocated_at_reserved_peak},
+          {"largest_free_block_bytes", rr.largest_free_block_at_reserved_peak},
+          {"segments", rr.segments},
+          {"iterations", rr.iterations}};
+}
+
+// Against the allocation-level peak: what the caching allocator holds beyond
+// it (the gap at the reserved peak's own moment is in the JSON report).
+std::string ReservedLine(const alloc::ReservedReport& rr, int64_t peak_bytes) {
+  return fmt::format(
+      "  reserved  {} at most by PyTorch's caching allocator (steady state, {} steps): {} above "
+      "the peak, {} segment{}{}\n",
+      FormatBytes(rr.reserved_peak_bytes), rr.iterations,
+      FormatBytes(std::max<int64_t>(0, rr.reserved_peak_bytes - peak_bytes)), rr.segments,
+      rr.segments == 1 ? "" : "s",
+      rr.alloc_conf.empty() ? "" : "; PYTORCH_CUDA_ALLOC_CONF=" + rr.alloc_conf);
 }
 
 std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
@@ -148,19 +160,7 @@ std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
     line(fmt::format("  peak      {} ({} bytes) before the first step", FormatBytes(sim.peak_bytes),
                      sim.peak_bytes));
   }
-  if (a.has_reserved) {
-    const alloc::ReservedReport& rr = a.reserved;
-    // Against the allocation-level peak printed above: what the caching
-    // allocator holds beyond it (the gap at the reserved peak's own moment is
-    // in the JSON report).
-    line(fmt::format(
-        "  reserved  {} at most by PyTorch's caching allocator (steady state, {} steps): {} above "
-        "the peak, {} segment{}{}",
-        FormatBytes(rr.reserved_peak_bytes), rr.iterations,
-        FormatBytes(std::max<int64_t>(0, rr.reserved_peak_bytes - sim.peak_bytes)), rr.segments,
-        rr.segments == 1 ? "" : "s",
-        rr.alloc_conf.empty() ? "" : "; PYTORCH_CUDA_ALLOC_CONF=" + rr.alloc_conf));
-  }
+  if (a.has_reserved) out += ReservedLine(a.reserved, sim.peak_bytes);
   line(fmt::format("  floor     {}: no schedule or recomputation can go lower",
                    FormatBytes(a.lower_bound_bytes)));
   line(fmt::format("  resident  {} (inputs, parameters, buffers, optimizer state)",

@@ -26,6 +26,12 @@ nlohmann::ordered_json LiveAtPeakJson(const Graph& g, const SimResult& sim, int 
 std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top);
 std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top);
 
+// A reserved-memory prediction as the reports' "reserved" object, and as the
+// summaries' "  reserved  ..." line (with its newline) against the
+// allocation-level `peak_bytes`.
+nlohmann::ordered_json ReservedJson(const alloc::ReservedReport& rr);
+std::string ReservedLine(const alloc::ReservedReport& rr, int64_t peak_bytes);
+
 // What `memplan profile` measured, to overlay on the predicted trace.
 // live_during/live_after have one entry per step (as SimResult's). When
 // step_begin_us/step_end_us have one entry per step, the time axis is their
