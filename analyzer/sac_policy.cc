@@ -109,33 +109,28 @@ std::vector<SacRegion> SacPolicies(const Graph& g, const std::vector<bool>& keep
     if (op.phase != Phase::kForward) continue;
     auto it = index.find(regions.module_of_op[o]);
     if (it == index.end()) continue;
+    // Buffers first; views then follow the op's buffers when it has any
+    // (batch norm's updated running statistics), else their base's policy
+    // when the base is made in the same region.
+    bool owns = false, own_save = false;
+    for (int t : op.outputs)
+      if (g.tensors[t].base == t) {
+        owns = true;
+        saved[t] = (kept[t] || (static_cast<size_t>(t) < keep.size() && keep[t])) && read_later[t];
+        own_save = own_save || saved[t];
+      }
     SacOp sac{static_cast<int>(o), false, {}};
     for (int t : op.outputs) {
       const int base = g.tensors[t].base;
-      bool save;
-      if (base == t) {
-        save = (kept[t] || (static_cast<size_t>(t) < keep.size() && keep[t])) && read_later[t];
-      } else {
+      if (base != t) {
         const int p = g.tensors[base].producer;
-        save = p >= 0 && regions.module_of_op[p] == regions.module_of_op[o] && saved[base];
+        saved[t] =
+            owns ? own_save
+                 : p >= 0 && regions.module_of_op[p] == regions.module_of_op[o] && saved[base];
       }
-      saved[t] = save;
-      sac.save_outputs.push_back(save);
-      sac.save = sac.save || save;
+      sac.save_outputs.push_back(saved[t]);
+      sac.save = sac.save || saved[t];
     }
-    // Views among an op's outputs that also makes buffers (batch norm's
-    // updated running statistics) follow the op's buffers.
-    bool owns = false;
-    for (int t : op.outputs) owns = owns || g.tensors[t].base == t;
-    if (owns)
-      for (size_t i = 0; i < op.outputs.size(); ++i)
-        if (g.tensors[op.outputs[i]].base != op.outputs[i]) {
-          bool any = false;
-          for (size_t k = 0; k < op.outputs.size(); ++k)
-            any = any || (g.tensors[op.outputs[k]].base == op.outputs[k] && sac.save_outputs[k]);
-          sac.save_outputs[i] = any;
-          saved[op.outputs[i]] = any;
-        }
     out[it->second].ops.push_back(std::move(sac));
   }
   return out;
