@@ -32,7 +32,6 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
   // hi: an allocation budget whose plan reserves too much; lo: one the
   // planner cannot meet (-1: none yet).
   int64_t allocation_budget = budget, hi = budget, lo = -1;
-  bool have_best = false;
   for (int round = 0; round < kMaxReservedRounds; ++round) {
     out->allocation_budgets.push_back(allocation_budget);
     PlanResult result;
@@ -43,12 +42,11 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
     const int64_t reserved_peak = reserved.reserved_peak_bytes;
     const bool fits =
         budget_of == BudgetOf::kAllocated ? planner_fit : planner_fit && reserved_peak <= budget;
-    if (!have_best || (fits && !out->feasible) ||
-        (!out->feasible && reserved_peak < out->reserved.reserved_peak_bytes)) {
+    // Until one fits (the loop ends there), keep the lowest reserved peak.
+    if (round == 0 || fits || reserved_peak < out->reserved.reserved_peak_bytes) {
       out->plan = std::move(result);
       out->reserved = reserved;
       out->feasible = fits;
-      have_best = true;
     }
     if (fits || budget_of == BudgetOf::kAllocated) break;
     if (planner_fit)
