@@ -1350,9 +1350,6 @@ class _SacPolicy:
         from torch.utils.checkpoint import CheckpointPolicy
         if _is_shape_op(str(func), func):
             return CheckpointPolicy.PREFER_RECOMPUTE
-        if ctx.is_recompute:
-            # SAC only asks while caching; kept for safety.
-            return CheckpointPolicy.PREFER_RECOMPUTE
         name = _sac_name(func)
         if self.pos >= len(self.schedule):
             raise PlanError(f"plan module {self.module!r}: eager runs {func} after the "
