@@ -21,7 +21,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-((${#targets[@]})) || targets=(fuzz_graph fuzz_plan fuzz_size fuzz_onnx)
+((${#targets[@]})) || targets=(fuzz_graph fuzz_plan fuzz_size fuzz_snapshot fuzz_onnx)
 command -v clang++ >/dev/null || {
   echo "fuzz.sh: clang++ not found; on Debian 12: apt-get install clang libclang-rt-14-dev" >&2
   exit 2

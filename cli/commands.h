@@ -10,6 +10,9 @@ namespace memplan {
 // memplan doctor [--json FILE] [--no-device]
 void AddDoctorCommand(CLI::App* app, int* rc);
 
+// memplan snapshot GRAPH -o FILE and memplan compare GRAPH SNAPSHOT
+void AddSnapshotCommands(CLI::App* app, int* rc);
+
 }  // namespace memplan
 
 #endif  // MEMPLAN_CLI_COMMANDS_H_

@@ -35,118 +35,13 @@
 #include "analyzer/units.h"
 #include "analyzer/verify_report.h"
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "cli/progress.h"
 #include "profiler/profile.h"
 #include "profiler/profile_report.h"
 
 namespace memplan {
 namespace {
-
-// Exit codes (SPEC section 5).
-constexpr int kExitOk = 0;
-constexpr int kExitCheckFailed = 1;
-constexpr int kExitBadInput = 2;
-constexpr int kExitNoPlanFits = 3;
-constexpr int kExitBackendUnavailable = 4;
-
-int Error(const std::string& message) {
-  std::fprintf(stderr, "memplan: error: %s\n", message.c_str());
-  return kExitBadInput;
-}
-
-// Ends the process without freeing the graph: tearing down millions of
-// small objects takes longer than the OS takes to reclaim the pages.
-[[noreturn]] void ExitNow(int code) {
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(code);
-}
-
-bool WriteFile(const std::string& path, const std::string& contents, std::string* err) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (out) out << contents;
-  if (!out) {
-    *err = "cannot write " + path;
-    return false;
-  }
-  return true;
-}
-
-bool ParseSets(const std::vector<std::string>& sets, GraphLoadOptions* options, std::string* err) {
-  for (const std::string& s : sets) {
-    size_t eq = s.find('=');
-    std::string name = s.substr(0, eq);
-    std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
-    bool ok = !name.empty() && !value.empty() && value.size() <= 18 &&
-              value.find_first_not_of("0123456789") == std::string::npos;
-    if (!ok) {
-      *err = "--set " + s + ": expected NAME=VALUE with VALUE an integer from 0 to 10^18";
-      return false;
-    }
-    options->symbol_overrides.emplace_back(name, std::stoll(value));
-  }
-  return true;
-}
-
-void PrintWarnings(const std::vector<std::string>& warnings) {
-  for (const std::string& w : warnings) std::fprintf(stderr, "memplan: warning: %s\n", w.c_str());
-}
-
-struct CommonFlags {
-  std::string graph;
-  std::vector<std::string> sets;
-};
-
-void AddCommon(CLI::App* cmd, CommonFlags* flags) {
-  cmd->add_option("GRAPH", flags->graph, "memplan.graph/1 file (forward-only or joint)")
-      ->required();
-  cmd->add_option("--set", flags->sets, "override a shape symbol, e.g. --set batch=64")
-      ->type_name("NAME=VALUE")
-      ->allow_extra_args(false);
-}
-
-// --optimizer / --master-weights: optimizer state and update ops added to the
-// joint graph (analyzer/optimizer_state.h).
-struct OptimizerFlags {
-  std::string optimizer = "none";
-  std::string master_weights;  // "" or "fp32"
-};
-
-void AddOptimizerFlags(CLI::App* cmd, OptimizerFlags* flags) {
-  cmd->add_option("--optimizer", flags->optimizer,
-                  "add optimizer state and an optimizer phase: none, sgd, momentum (1x the "
-                  "parameter bytes), adam, adamw (2x)")
-      ->check(CLI::IsMember({"none", "sgd", "momentum", "adam", "adamw"}))
-      ->capture_default_str();
-  cmd->add_option("--master-weights", flags->master_weights,
-                  "fp32: float32 master copies of narrower parameters, optimizer state in "
-                  "float32")
-      ->check(CLI::IsMember({"fp32"}));
-}
-
-bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::string* err) {
-  if (!ParseOptimizerKind(f.optimizer, &out->kind)) {
-    *err = "bad --optimizer";
-    return false;
-  }
-  out->master_fp32 = f.master_weights == "fp32";
-  if (out->master_fp32 && out->kind == OptimizerKind::kNone) {
-    *err = "--master-weights fp32: needs --optimizer (the master copies belong to it)";
-    return false;
-  }
-  return true;
-}
-
-// Loads a graph (lowered if forward-only) and adds the optimizer state and
-// update of --optimizer: the whole training step.
-bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load,
-                   const OptimizerOptions& optimizer, JointGraph* jg, std::string* err) {
-  if (!LoadJointGraph(file, load, jg, err)) return false;
-  OptimizerStats stats;
-  if (AddOptimizerState(optimizer, &jg->graph, &stats, err)) return true;
-  *err = jg->file + ": " + *err;
-  return false;
-}
 
 struct AnalyzeFlags {
   CommonFlags common;
@@ -973,6 +868,7 @@ int Main(int argc, char** argv) {
   rp->callback([&] { rc = RunReport(report); });
 
   AddDoctorCommand(&app, &rc);
+  AddSnapshotCommands(&app, &rc);
 
   if (argc >= 2 && argv[1][0] != '-') {
     std::string name = argv[1];

@@ -155,3 +155,51 @@ TEST_CASE("alloc reserved: gpt_tiny's baseline, reserved >= allocated >= the sim
 
 }  // namespace
 }  // namespace memplan::alloc
+
+namespace memplan::alloc {
+namespace {
+
+std::string TraceText(const ReplayTrace& trace) {
+  std::string out;
+  for (const ReplayEvent& e : trace.events)
+    out += std::string(TraceActionName(e.entry.action)) + " " + std::to_string(e.entry.size) +
+           " @" + std::to_string(e.entry.address - (int64_t{1} << 32)) + " it" +
+           std::to_string(e.iteration) + " s" + std::to_string(e.step) + " i" +
+           std::to_string(e.interval) + "\n";
+  return out;
+}
+
+TEST_CASE("alloc reserved: the trace labels every allocator event with its cause") {
+  // A resident 100 B buffer, then a 5 MiB buffer made at step 0 and freed at
+  // step 1, then a 1000 B gradient made at step 1 and kept to the end.
+  const std::vector<BufferInterval> intervals = {Interval(100, -1, 2), Interval(5 << 20, 0, 1),
+                                                 Interval(1000, 1, 2)};
+  ReservedReport report;
+  ReplayTrace trace;
+  std::string err;
+  REQUIRE_MESSAGE(PredictReserved(intervals, 2, Config(), 2, &report, &err, &trace), err);
+  CHECK(TraceText(trace) ==
+        "segment_alloc 2097152 @0 it0 s-1 i0\n"
+        "alloc 100 @0 it0 s-1 i0\n"
+        "segment_alloc 20971520 @2097152 it0 s0 i1\n"
+        "alloc 5242880 @2097152 it0 s0 i1\n"
+        "alloc 1000 @512 it0 s1 i2\n"
+        "free_requested 5242880 @2097152 it0 s1 i1\n"
+        "free_completed 5242880 @2097152 it0 s1 i1\n"
+        "free_requested 1000 @512 it0 s2 i2\n"
+        "free_completed 1000 @512 it0 s2 i2\n"
+        "alloc 5242880 @2097152 it1 s0 i1\n"
+        "alloc 1000 @512 it1 s1 i2\n"
+        "free_requested 5242880 @2097152 it1 s1 i1\n"
+        "free_completed 5242880 @2097152 it1 s1 i1\n");
+  REQUIRE(trace.segments_at_end.size() == 2);
+  CHECK(trace.segments_at_end[0].is_small);
+  CHECK(trace.segments_at_end[0].allocated_size == 512 + 1024);
+  CHECK(trace.segments_at_end[1].total_size == 20 << 20);
+  CHECK(trace.segments_at_end[1].allocated_size == 0);
+  // The trace changes nothing in the report.
+  CHECK(report.reserved_peak_bytes == MustPredict(intervals, 2).reserved_peak_bytes);
+}
+
+}  // namespace
+}  // namespace memplan::alloc

@@ -231,6 +231,7 @@ CachingAllocator::Block* CachingAllocator::AllocBlock(PoolIndex pool, int64_t si
   Grow(&stats_.segment, 1);
   Grow(&stats_.reserved_bytes, alloc_size);
   ++stats_.num_device_alloc;
+  Record(TraceEntry::Action::kSegmentAlloc, block.address, alloc_size);
   return &block;
 }
 
@@ -291,6 +292,7 @@ bool CachingAllocator::MapBlock(Block* to_map, int64_t size, Block** mapped) {
     to_map->size = mapped_size;
   }
   to_map->mapped = true;
+  Record(TraceEntry::Action::kSegmentMap, to_map->address, mapped_size);
   TryMergeBlocks(&to_map, PrevInSegment(*to_map));
   TryMergeBlocks(&to_map, NextInSegment(*to_map));
   InsertFree(to_map);
@@ -381,6 +383,8 @@ bool CachingAllocator::Malloc(int64_t id, int64_t bytes, std::string* error) {
   }
   if (block == nullptr) {
     ++stats_.num_ooms;
+    Record(TraceEntry::Action::kOom,
+           std::max<int64_t>(0, config_.device_capacity - stats_.reserved_bytes.current), size);
     *error = fmt::format(
         "malloc of id {}: out of memory: tried to allocate {} (request {}); capacity {}, "
         "reserved {}, allocated {}",
@@ -391,6 +395,7 @@ bool CachingAllocator::Malloc(int64_t id, int64_t bytes, std::string* error) {
   }
   block = AllocFoundBlock(block, size, bytes, ShouldSplit(*block, size));
   live_[id] = block->address;
+  Record(TraceEntry::Action::kAlloc, block->address, bytes, id);
   NoteReservedPeak();
   return true;
 }
@@ -406,6 +411,8 @@ bool CachingAllocator::Free(int64_t id, std::string* error) {
   }
   Block* block = FindBlock(it->second);
   live_.erase(it);
+  Record(TraceEntry::Action::kFreeRequested, block->address, block->requested_size, id);
+  Record(TraceEntry::Action::kFreeCompleted, block->address, block->requested_size, id);
   Shrink(&stats_.allocation, 1);
   Shrink(&stats_.allocated_bytes, block->size);
   FreeBlock(block);
@@ -446,6 +453,7 @@ void CachingAllocator::FreeBlock(Block* block) {
 
 // release_block: cudaFree of a whole, free, non-expandable segment.
 void CachingAllocator::ReleaseBlock(Block* block) {
+  Record(TraceEntry::Action::kSegmentFree, block->address, block->size);
   EraseFree(*block);
   Shrink(&stats_.segment, 1);
   Shrink(&stats_.reserved_bytes, block->size);
@@ -479,6 +487,7 @@ void CachingAllocator::UnmapBlock(Block* block) {
     block->size = end - begin;
   }
   unmapped->mapped = false;
+  Record(TraceEntry::Action::kSegmentUnmap, begin, end - begin);
   TryMergeBlocks(&unmapped, PrevInSegment(*unmapped));
   TryMergeBlocks(&unmapped, NextInSegment(*unmapped));
   Shrink(&stats_.reserved_bytes, end - begin);
@@ -627,6 +636,28 @@ std::vector<SegmentInfo> CachingAllocator::Segments() const {
     }
   }
   return result;
+}
+
+const char* TraceActionName(TraceEntry::Action action) {
+  switch (action) {
+    case TraceEntry::Action::kAlloc:
+      return "alloc";
+    case TraceEntry::Action::kFreeRequested:
+      return "free_requested";
+    case TraceEntry::Action::kFreeCompleted:
+      return "free_completed";
+    case TraceEntry::Action::kSegmentAlloc:
+      return "segment_alloc";
+    case TraceEntry::Action::kSegmentFree:
+      return "segment_free";
+    case TraceEntry::Action::kSegmentMap:
+      return "segment_map";
+    case TraceEntry::Action::kSegmentUnmap:
+      return "segment_unmap";
+    case TraceEntry::Action::kOom:
+      return "oom";
+  }
+  return "?";
 }
 
 bool Replay(const Config& config, const std::vector<Event>& events, Stats* stats,

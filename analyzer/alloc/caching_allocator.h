@@ -175,6 +175,32 @@ struct SegmentInfo {
   std::vector<BlockInfo> blocks;  // mapped blocks only
 };
 
+// One record of the allocator's history, as PyTorch's TraceEntry records it
+// under torch.cuda.memory._record_memory_history. `size` is the caller's
+// requested bytes for kAlloc and the frees, the segment's (or mapped or
+// unmapped pages') bytes for the segment actions, and the rounded request for
+// kOom, whose `address` is the bytes the device still had (PyTorch:
+// device_free).
+struct TraceEntry {
+  enum class Action {
+    kAlloc,
+    kFreeRequested,
+    kFreeCompleted,
+    kSegmentAlloc,
+    kSegmentFree,
+    kSegmentMap,
+    kSegmentUnmap,
+    kOom
+  };
+  Action action = Action::kAlloc;
+  int64_t address = 0;
+  int64_t size = 0;
+  int64_t id = -1;  // the caller's id for kAlloc and the frees, else -1
+};
+
+// PyTorch's name of an action ("alloc", "free_requested", "segment_map", ...).
+const char* TraceActionName(TraceEntry::Action action);
+
 class CachingAllocator {
  public:
   // `config` must pass ValidateConfig.
@@ -196,6 +222,8 @@ class CachingAllocator {
   int64_t LargestFreeBlock() const;
   // All segments in address order (snapshot()).
   std::vector<SegmentInfo> Segments() const;
+  // Appends every later event's TraceEntries to *trace (nullptr: stop).
+  void set_trace(std::vector<TraceEntry>* trace) { trace_ = trace; }
 
  private:
   enum PoolIndex { kSmallPool = 0, kLargePool = 1 };
@@ -244,6 +272,9 @@ class CachingAllocator {
   void Grow(Stat* stat, int64_t amount);
   void Shrink(Stat* stat, int64_t amount);
   void NoteReservedPeak();
+  void Record(TraceEntry::Action action, int64_t address, int64_t size, int64_t id = -1) {
+    if (trace_ != nullptr) trace_->push_back({action, address, size, id});
+  }
 
   Config config_;
   Stats stats_;
@@ -257,6 +288,7 @@ class CachingAllocator {
   std::unordered_map<int64_t, int64_t> live_;  // caller id -> block address
   std::unordered_set<int64_t> live_empty_;     // caller ids of 0-byte mallocs
   int64_t gap_noted_for_peak_ = 0;             // reserved peak the gap was taken at
+  std::vector<TraceEntry>* trace_ = nullptr;
 };
 
 // The event stream the allocator consumes.

@@ -55,12 +55,16 @@ bool CheckIntervals(const std::vector<BufferInterval>& intervals, int num_steps,
 // Drives the allocator and keeps the peaks the report needs.
 class Replayer {
  public:
-  Replayer(const Config& config, size_t num_intervals)
-      : allocator_(config), num_intervals_(static_cast<int64_t>(num_intervals)) {}
+  Replayer(const Config& config, size_t num_intervals, ReplayTrace* trace)
+      : allocator_(config), num_intervals_(static_cast<int64_t>(num_intervals)), trace_(trace) {
+    if (trace_ != nullptr) allocator_.set_trace(&entries_);
+  }
 
-  void Malloc(int iteration, int interval, int64_t bytes) {
+  void Malloc(int iteration, int step, int interval, int64_t bytes) {
     std::string error;
-    if (!allocator_.Malloc(Id(iteration, interval), bytes, &error)) return;  // OOM: counted
+    const bool ok = allocator_.Malloc(Id(iteration, interval), bytes, &error);
+    Label(iteration, step, interval);
+    if (!ok) return;  // OOM: counted
     const int64_t reserved = allocator_.stats().reserved_bytes.current;
     iteration_peak_ = std::max(iteration_peak_, reserved);
     if (reserved > reserved_peak_) {
@@ -69,9 +73,10 @@ class Replayer {
     }
   }
   // Frees the buffer unless its malloc failed (then the id is not live).
-  void Free(int iteration, int interval) {
+  void Free(int iteration, int step, int interval) {
     std::string error;
     allocator_.Free(Id(iteration, interval), &error);
+    Label(iteration, step, interval);
   }
   // The reserved peak since the last call (at least what is reserved now).
   int64_t TakeIterationPeak() {
@@ -84,18 +89,27 @@ class Replayer {
 
  private:
   int64_t Id(int iteration, int interval) const { return iteration * num_intervals_ + interval; }
+  // Moves the allocator's new trace entries to the trace, labelled.
+  void Label(int iteration, int step, int interval) {
+    if (trace_ == nullptr) return;
+    for (const TraceEntry& e : entries_) trace_->events.push_back({e, iteration, step, interval});
+    entries_.clear();
+  }
 
   CachingAllocator allocator_;
   int64_t num_intervals_;
   int64_t reserved_peak_ = 0;
   int64_t iteration_peak_ = 0;
   int64_t largest_free_at_peak_ = 0;
+  ReplayTrace* trace_;
+  std::vector<TraceEntry> entries_;
 };
 
 }  // namespace
 
 bool PredictReserved(const std::vector<BufferInterval>& intervals, int num_steps,
-                     const Config& config, int iterations, ReservedReport* out, std::string* err) {
+                     const Config& config, int iterations, ReservedReport* out, std::string* err,
+                     ReplayTrace* trace) {
   if (!ValidateConfig(config, err)) return false;
   if (iterations < 1) {
     *err = fmt::format("iterations must be >= 1, found {}", iterations);
@@ -109,28 +123,29 @@ bool PredictReserved(const std::vector<BufferInterval>& intervals, int num_steps
 
   const StepBuckets mallocs = Bucket(intervals, num_steps, /*by_free=*/false);
   const StepBuckets frees = Bucket(intervals, num_steps, /*by_free=*/true);
-  Replayer replay(config, intervals.size());
+  if (trace != nullptr) *trace = ReplayTrace{};
+  Replayer replay(config, intervals.size(), trace);
   std::vector<int64_t> iteration_peaks;
   iteration_peaks.reserve(iterations);
   const int n = static_cast<int>(intervals.size());
   for (int i = 0; i < n; ++i)
-    if (intervals[i].alloc_step < 0) replay.Malloc(0, i, intervals[i].bytes);
+    if (intervals[i].alloc_step < 0) replay.Malloc(0, -1, i, intervals[i].bytes);
   for (int k = 0; k < iterations; ++k) {
     if (k > 0) {
       for (int i = 0; i < n; ++i)
         if (intervals[i].alloc_step >= 0 && intervals[i].free_step == num_steps)
-          replay.Free(k - 1, i);
+          replay.Free(k - 1, num_steps, i);
     }
     for (int s = 0; s < num_steps; ++s) {
       for (int j = mallocs.begin[s]; j < mallocs.begin[s + 1]; ++j)
-        replay.Malloc(k, mallocs.index[j], intervals[mallocs.index[j]].bytes);
+        replay.Malloc(k, s, mallocs.index[j], intervals[mallocs.index[j]].bytes);
       for (int j = frees.begin[s]; j < frees.begin[s + 1]; ++j) {
         const int i = frees.index[j];
         // Resident buffers live under iteration 0's ids and are freed once.
         if (intervals[i].alloc_step >= 0)
-          replay.Free(k, i);
+          replay.Free(k, s, i);
         else if (k == 0)
-          replay.Free(0, i);
+          replay.Free(0, s, i);
       }
     }
     iteration_peaks.push_back(replay.TakeIterationPeak());
@@ -146,6 +161,7 @@ bool PredictReserved(const std::vector<BufferInterval>& intervals, int num_steps
   out->num_alloc_retries = stats.num_alloc_retries;
   out->num_ooms = stats.num_ooms;
   out->iteration_reserved_peaks = std::move(iteration_peaks);
+  if (trace != nullptr) trace->segments_at_end = replay.allocator().Segments();
   return true;
 }
 

@@ -75,6 +75,22 @@ struct ReservedReport {
   std::vector<int64_t> iteration_reserved_peaks;
 };
 
+// The replay's allocator history (PredictReserved's optional output): every
+// TraceEntry with the iteration, step and interval whose malloc or free caused
+// it, and the segments held at the end.
+struct ReplayEvent {
+  TraceEntry entry;
+  int iteration = 0;
+  // -1: resident buffers' mallocs before the first step; num_steps: the frees
+  // of buffers still alive at the end of an iteration (before the next one).
+  int step = 0;
+  int interval = 0;
+};
+struct ReplayTrace {
+  std::vector<ReplayEvent> events;
+  std::vector<SegmentInfo> segments_at_end;
+};
+
 // Replays `intervals` (steps 0..num_steps-1) `iterations` times on a
 // CachingAllocator(config) as the header describes. False, with a message,
 // when config fails ValidateConfig, iterations < 1, or an interval is
@@ -82,7 +98,8 @@ struct ReservedReport {
 // [max(alloc_step, 0), num_steps]). Out-of-memory is not an error: it is
 // counted in num_ooms.
 bool PredictReserved(const std::vector<BufferInterval>& intervals, int num_steps,
-                     const Config& config, int iterations, ReservedReport* out, std::string* err);
+                     const Config& config, int iterations, ReservedReport* out, std::string* err,
+                     ReplayTrace* trace = nullptr);
 
 }  // namespace memplan::alloc
 

@@ -1,0 +1,58 @@
+// Flags, errors and exits shared by the subcommands (SPEC section 5).
+#ifndef MEMPLAN_CLI_COMMON_H_
+#define MEMPLAN_CLI_COMMON_H_
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "analyzer/analysis.h"
+#include "analyzer/graph_json.h"
+#include "analyzer/optimizer_state.h"
+
+namespace memplan {
+
+// Exit codes (SPEC section 5).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitNoPlanFits = 3;
+inline constexpr int kExitBackendUnavailable = 4;
+
+// Prints "memplan: error: <message>" and returns kExitBadInput.
+int Error(const std::string& message);
+
+// Ends the process without freeing the graph: tearing down millions of
+// small objects takes longer than the OS takes to reclaim the pages.
+[[noreturn]] void ExitNow(int code);
+
+bool WriteFile(const std::string& path, const std::string& contents, std::string* err);
+
+// --set NAME=VALUE overrides of shape symbols.
+bool ParseSets(const std::vector<std::string>& sets, GraphLoadOptions* options, std::string* err);
+
+void PrintWarnings(const std::vector<std::string>& warnings);
+
+struct CommonFlags {
+  std::string graph;
+  std::vector<std::string> sets;
+};
+void AddCommon(CLI::App* cmd, CommonFlags* flags);
+
+// --optimizer / --master-weights: optimizer state and update ops added to the
+// joint graph (analyzer/optimizer_state.h).
+struct OptimizerFlags {
+  std::string optimizer = "none";
+  std::string master_weights;  // "" or "fp32"
+};
+void AddOptimizerFlags(CLI::App* cmd, OptimizerFlags* flags);
+bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::string* err);
+
+// Loads a graph (lowered if forward-only) and adds the optimizer state and
+// update of --optimizer: the whole training step.
+bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load,
+                   const OptimizerOptions& optimizer, JointGraph* jg, std::string* err);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_CLI_COMMON_H_
