@@ -69,7 +69,8 @@ bool AnalyzeBaseline(const Graph& joint, AccumulationMode mode, Analysis* out, s
 }
 
 std::vector<BufferInterval> IntervalsWithWorkspaces(const Graph& g, const Program& program,
-                                                    const SimResult& sim) {
+                                                    const SimResult& sim,
+                                                    const std::vector<int64_t>& persistent) {
   std::vector<BufferInterval> intervals = sim.intervals;
   for (size_t s = 0; s < program.steps.size(); ++s) {
     const Step& step = program.steps[s];
@@ -77,15 +78,17 @@ std::vector<BufferInterval> IntervalsWithWorkspaces(const Graph& g, const Progra
     const int at = static_cast<int>(s);
     intervals.push_back({-1, g.ops[step.op].workspace_bytes, at, at});
   }
+  const int end = static_cast<int>(program.steps.size());
+  for (int64_t bytes : persistent) intervals.push_back({-1, bytes, -1, end});
   return intervals;
 }
 
 bool PredictBaselineReserved(const Graph& joint, const alloc::Config& config,
                              const std::string& alloc_conf, int iterations, Analysis* a,
-                             std::string* err) {
+                             std::string* err, const std::vector<int64_t>& persistent) {
   a->has_reserved = false;
   a->reserved.alloc_conf = alloc_conf;
-  if (!alloc::PredictReserved(IntervalsWithWorkspaces(joint, a->program, a->sim),
+  if (!alloc::PredictReserved(IntervalsWithWorkspaces(joint, a->program, a->sim, persistent),
                               static_cast<int>(a->program.steps.size()), config, iterations,
                               &a->reserved, err))
     return false;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/alloc/device_memory.h"
 #include "analyzer/alloc/reserved.h"
 #include "analyzer/graph.h"
 #include "analyzer/graph_json.h"
@@ -44,6 +45,11 @@ struct Analysis {
   // What PyTorch's caching allocator would reserve (PredictBaselineReserved).
   bool has_reserved = false;
   alloc::ReservedReport reserved;
+  // With a device (--device): its library workspaces held in `reserved`, and
+  // the whole device's total.
+  bool has_device = false;
+  alloc::DeviceMemory device;
+  alloc::DeviceTotal device_total;
 };
 
 // Baseline program of `joint` under `mode`, simulated. Errors only for graphs
@@ -52,16 +58,18 @@ bool AnalyzeBaseline(const Graph& joint, AccumulationMode mode, Analysis* out, s
 
 // The simulator's buffer intervals plus each run step's op workspace as an
 // interval of its own, allocated and freed by that step (after the step's
-// other mallocs).
+// other mallocs), plus `persistent` blocks (library workspaces,
+// alloc/device_memory.h) held from before the first step to the end.
 std::vector<BufferInterval> IntervalsWithWorkspaces(const Graph& g, const Program& program,
-                                                    const SimResult& sim);
+                                                    const SimResult& sim,
+                                                    const std::vector<int64_t>& persistent = {});
 
 // Fills a->reserved with the reserved-memory prediction of a's simulated
 // program (analyzer/alloc/reserved.h) over `iterations` training steps;
 // `alloc_conf` is the text `config` was parsed from ("" = defaults).
 bool PredictBaselineReserved(const Graph& joint, const alloc::Config& config,
                              const std::string& alloc_conf, int iterations, Analysis* a,
-                             std::string* err);
+                             std::string* err, const std::vector<int64_t>& persistent = {});
 
 }  // namespace memplan
 

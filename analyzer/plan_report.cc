@@ -123,6 +123,8 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
     r["budget_of"] = BudgetOfName(budgeted->budget_of);
     r["allocation_budgets"] = budgeted->allocation_budgets;
     r["reserved"] = ReservedJson(budgeted->reserved);
+    if (budgeted->has_device)
+      r["device_memory"] = DeviceJson(budgeted->device, budgeted->device_total);
   }
   r["warnings"] = jg.warnings;
   return json_util::Dump(r, 2) + "\n";
@@ -135,9 +137,13 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   const SimResult& sim = result.best.sim;
   const char* unit = CostUnit(options.cost);
   std::string out = fmt::format("memplan plan {}\n", jg.file);
-  const bool of_reserved = budgeted && budgeted->budget_of == BudgetOf::kReserved;
+  const bool of_reserved = budgeted && budgeted->budget_of != BudgetOf::kAllocated;
+  const bool of_device = budgeted && budgeted->budget_of == BudgetOf::kDevice;
   out += fmt::format("  budget    {} ({} bytes{}): {}\n", FormatBytes(plan.budget_bytes),
-                     plan.budget_bytes, of_reserved ? " reserved" : "",
+                     plan.budget_bytes,
+                     of_device     ? " on the device"
+                     : of_reserved ? " reserved"
+                                   : "",
                      result.feasible ? "fits" : "NO checkpoint set fits");
   out += fmt::format("  peak      {} baseline -> {} planned",
                      FormatBytes(result.baseline_peak_bytes), FormatBytes(sim.peak_bytes));
@@ -153,6 +159,7 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
         FormatBytes(result.min_feasible_peak_bytes), FormatBytes(result.lower_bound_bytes));
   if (budgeted) {
     out += ReservedLine(budgeted->reserved, sim.peak_bytes);
+    if (budgeted->has_device) out += DeviceLine(budgeted->device, budgeted->device_total);
     if (of_reserved && budgeted->allocation_budgets.size() > 1)
       out += fmt::format(
           "  searched  {} allocation budgets for a reserved peak within the budget ({}): {}\n",

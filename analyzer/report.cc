@@ -102,6 +102,7 @@ std::string AnalyzeReportJson(const JointGraph& jg, const Analysis& a, int top) 
   r["resident_bytes"] = sim.start_bytes;
   r["steps"] = a.program.steps.size();
   if (a.has_reserved) r["reserved"] = ReservedJson(a.reserved);
+  if (a.has_device) r["device_memory"] = DeviceJson(a.device, a.device_total);
   ojson by_kind = ojson::object();
   for (int k = 0; k < kNumTensorKinds; ++k)
     by_kind[TensorKindName(static_cast<TensorKind>(k))] = sim.peak_by_kind[k];
@@ -134,6 +135,31 @@ std::string ReservedLine(const alloc::ReservedReport& rr, int64_t peak_bytes) {
       rr.alloc_conf.empty() ? "" : "; PYTORCH_CUDA_ALLOC_CONF=" + rr.alloc_conf);
 }
 
+ojson DeviceJson(const alloc::DeviceMemory& d, const alloc::DeviceTotal& t) {
+  return {{"name", d.name},
+          {"capacity_bytes", t.capacity_bytes},
+          {"cuda_context_bytes", t.cuda_context_bytes},
+          {"cuda_context_is_estimate", d.cuda_context_is_estimate},
+          {"cublas_workspace_bytes", d.cublas_workspace_bytes},
+          {"cublaslt_workspace_bytes", d.cublaslt_workspace_bytes},
+          {"reserved_peak_bytes", t.reserved_peak_bytes},
+          {"total_bytes", t.total_bytes},
+          {"fits", t.fits}};
+}
+
+std::string DeviceLine(const alloc::DeviceMemory& d, const alloc::DeviceTotal& t) {
+  const int64_t workspaces = d.cublas_workspace_bytes + d.cublaslt_workspace_bytes;
+  std::string verdict =
+      t.fits ? fmt::format("fits, {} to spare", FormatBytes(t.capacity_bytes - t.total_bytes))
+             : fmt::format("does NOT fit, {} over", FormatBytes(t.total_bytes - t.capacity_bytes));
+  return fmt::format(
+      "  device    {} of {} on {}: reserved {} (with {} of cuBLAS workspaces) + CUDA context {}{}: "
+      "{}\n",
+      FormatBytes(t.total_bytes), FormatBytes(t.capacity_bytes), d.name,
+      FormatBytes(t.reserved_peak_bytes), FormatBytes(workspaces),
+      FormatBytes(t.cuda_context_bytes), d.cuda_context_is_estimate ? " (estimate)" : "", verdict);
+}
+
 std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
   const Graph& g = jg.graph;
   const SimResult& sim = a.sim;
@@ -161,6 +187,7 @@ std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
                      sim.peak_bytes));
   }
   if (a.has_reserved) out += ReservedLine(a.reserved, sim.peak_bytes);
+  if (a.has_device) out += DeviceLine(a.device, a.device_total);
   line(fmt::format("  floor     {}: no schedule or recomputation can go lower",
                    FormatBytes(a.lower_bound_bytes)));
   line(fmt::format("  resident  {} (inputs, parameters, buffers, optimizer state)",

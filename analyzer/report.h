@@ -31,6 +31,9 @@ std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top);
 // allocation-level `peak_bytes`.
 nlohmann::ordered_json ReservedJson(const alloc::ReservedReport& rr);
 std::string ReservedLine(const alloc::ReservedReport& rr, int64_t peak_bytes);
+// The whole device (--device), for analyze and plan alike.
+nlohmann::ordered_json DeviceJson(const alloc::DeviceMemory& d, const alloc::DeviceTotal& t);
+std::string DeviceLine(const alloc::DeviceMemory& d, const alloc::DeviceTotal& t);
 
 // What `memplan profile` measured, to overlay on the predicted trace.
 // live_during/live_after have one entry per step (as SimResult's). When

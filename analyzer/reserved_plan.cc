@@ -9,39 +9,62 @@ bool ParseBudgetOf(std::string_view name, BudgetOf* out) {
     *out = BudgetOf::kAllocated;
   else if (name == "reserved")
     *out = BudgetOf::kReserved;
+  else if (name == "device")
+    *out = BudgetOf::kDevice;
   else
     return false;
   return true;
 }
 
-const char* BudgetOfName(BudgetOf b) { return b == BudgetOf::kReserved ? "reserved" : "allocated"; }
+const char* BudgetOfName(BudgetOf b) {
+  switch (b) {
+    case BudgetOf::kAllocated:
+      return "allocated";
+    case BudgetOf::kReserved:
+      return "reserved";
+    case BudgetOf::kDevice:
+      return "device";
+  }
+  return "?";
+}
 
 bool PredictPlanReserved(const Graph& g, const ScoredPlan& plan, const alloc::Config& config,
-                         int iterations, alloc::ReservedReport* out, std::string* err) {
+                         int iterations, alloc::ReservedReport* out, std::string* err,
+                         const std::vector<int64_t>& persistent) {
   const Program& program = plan.checkpoint.program;
-  return alloc::PredictReserved(IntervalsWithWorkspaces(g, program, plan.sim),
+  return alloc::PredictReserved(IntervalsWithWorkspaces(g, program, plan.sim, persistent),
                                 static_cast<int>(program.steps.size()), config, iterations, out,
                                 err);
 }
 
 bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
                    const PlannerOptions& options, const alloc::Config& config, int iterations,
-                   BudgetedPlan* out, std::string* err) {
+                   BudgetedPlan* out, std::string* err, const alloc::DeviceMemory* device) {
   *out = BudgetedPlan();
   out->budget_of = budget_of;
+  if (budget_of == BudgetOf::kDevice && device == nullptr) {
+    *err = "a device budget needs a device (--device)";
+    return false;
+  }
+  std::vector<int64_t> persistent;
+  if (device != nullptr) persistent = alloc::LibraryWorkspaces(*device);
+  const int64_t reserved_budget =
+      budget_of == BudgetOf::kDevice ? budget - device->cuda_context_bytes : budget;
   // hi: an allocation budget whose plan reserves too much; lo: one the
   // planner cannot meet (-1: none yet).
-  int64_t allocation_budget = budget, hi = budget, lo = -1;
+  int64_t allocation_budget = reserved_budget, hi = reserved_budget, lo = -1;
   for (int round = 0; round < kMaxReservedRounds; ++round) {
     out->allocation_budgets.push_back(allocation_budget);
     PlanResult result;
     if (!PlanCheckpoints(g, allocation_budget, options, &result, err)) return false;
     alloc::ReservedReport reserved;
-    if (!PredictPlanReserved(g, result.best, config, iterations, &reserved, err)) return false;
+    if (!PredictPlanReserved(g, result.best, config, iterations, &reserved, err, persistent))
+      return false;
     const bool planner_fit = result.feasible;
     const int64_t reserved_peak = reserved.reserved_peak_bytes;
-    const bool fits =
-        budget_of == BudgetOf::kAllocated ? planner_fit : planner_fit && reserved_peak <= budget;
+    const bool fits = budget_of == BudgetOf::kAllocated
+                          ? planner_fit
+                          : planner_fit && reserved_peak <= reserved_budget;
     // Until one fits (the loop ends there), keep the lowest reserved peak.
     if (round == 0 || fits || reserved_peak < out->reserved.reserved_peak_bytes) {
       out->plan = std::move(result);
@@ -54,10 +77,15 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
     else
       lo = allocation_budget;
     // Ask for the overshoot less; below what the planner can meet, bisect.
-    int64_t next = planner_fit ? allocation_budget - (reserved_peak - budget) : -1;
+    int64_t next = planner_fit ? allocation_budget - (reserved_peak - reserved_budget) : -1;
     if (next <= lo) next = lo + (hi - lo) / 2;
     if (next <= lo || next >= hi) break;
     allocation_budget = next;
+  }
+  if (device != nullptr) {
+    out->has_device = true;
+    out->device = *device;
+    out->device_total = alloc::TotalOnDevice(*device, out->reserved.reserved_peak_bytes);
   }
   return true;
 }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "analyzer/alloc/caching_allocator.h"
+#include "analyzer/alloc/device_memory.h"
 #include "analyzer/alloc/reserved.h"
 #include "analyzer/planner.h"
 
@@ -39,29 +40,41 @@ namespace memplan {
 
 inline constexpr int kMaxReservedRounds = 8;
 
-enum class BudgetOf { kAllocated, kReserved };
+// kDevice: the reserved peak plus what lives outside the allocator (the CUDA
+// context, alloc/device_memory.h); planned as kReserved on the budget less
+// the context.
+enum class BudgetOf { kAllocated, kReserved, kDevice };
 bool ParseBudgetOf(std::string_view name, BudgetOf* out);
 const char* BudgetOfName(BudgetOf b);
 
-// Invariants: allocation_budgets is non-empty, its first entry the budget,
+// Invariants: allocation_budgets is non-empty, its first entry the budget
+// (less the CUDA context for kDevice),
 // each later one lower; plan is the planner's result at one of them;
 // feasible means plan.feasible, and for kReserved also
-// reserved.reserved_peak_bytes <= budget.
+// reserved.reserved_peak_bytes <= budget, for kDevice device_total.total_bytes
+// <= budget; has_device when a device was given (then device_total is of
+// `reserved`, whose replay held the device's library workspaces).
 struct BudgetedPlan {
   BudgetOf budget_of = BudgetOf::kAllocated;
   bool feasible = false;  // the plan fits the budget in the bytes budget_of names
   PlanResult plan;
   alloc::ReservedReport reserved;  // of plan.best's program
   std::vector<int64_t> allocation_budgets;
+  bool has_device = false;
+  alloc::DeviceMemory device;
+  alloc::DeviceTotal device_total;
 };
 
 // The reserved-memory prediction of one planned program.
+// `persistent`: blocks held from before the first step (IntervalsWithWorkspaces).
 bool PredictPlanReserved(const Graph& g, const ScoredPlan& plan, const alloc::Config& config,
-                         int iterations, alloc::ReservedReport* out, std::string* err);
+                         int iterations, alloc::ReservedReport* out, std::string* err,
+                         const std::vector<int64_t>& persistent = {});
 
 bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
                    const PlannerOptions& options, const alloc::Config& config, int iterations,
-                   BudgetedPlan* out, std::string* err);
+                   BudgetedPlan* out, std::string* err,
+                   const alloc::DeviceMemory* device = nullptr);
 
 }  // namespace memplan
 

@@ -80,6 +80,21 @@ bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::st
   return true;
 }
 
+bool ResolveDeviceMemory(const std::string& name, const std::string& conf, alloc::DeviceMemory* out,
+                         std::string* err) {
+  if (!alloc::FindDeviceMemory(name, out)) {
+    *err = "--device " + name + ": no memory preset for it; expected one of " +
+           alloc::DeviceMemoryNames();
+    return false;
+  }
+  std::string why;
+  if (!alloc::ParseDeviceConf(conf, out, &why)) {
+    *err = "--device-conf: " + why;
+    return false;
+  }
+  return true;
+}
+
 bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load,
                    const OptimizerOptions& optimizer, JointGraph* jg, std::string* err) {
   if (!LoadJointGraph(file, load, jg, err)) return false;

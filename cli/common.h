@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/alloc/device_memory.h"
 #include "analyzer/analysis.h"
 #include "analyzer/graph_json.h"
 #include "analyzer/optimizer_state.h"
@@ -47,6 +48,12 @@ struct OptimizerFlags {
 };
 void AddOptimizerFlags(CLI::App* cmd, OptimizerFlags* flags);
 bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::string* err);
+
+// --device NAME / --device-conf TEXT: the whole device's memory
+// (alloc/device_memory.h). False with a message for an unknown name or bad
+// overrides; a conf without a device is an error.
+bool ResolveDeviceMemory(const std::string& name, const std::string& conf, alloc::DeviceMemory* out,
+                         std::string* err);
 
 // Loads a graph (lowered if forward-only) and adds the optimizer state and
 // update of --optimizer: the whole training step.

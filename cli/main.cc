@@ -48,7 +48,8 @@ struct AnalyzeFlags {
   OptimizerFlags optimizer;
   std::string accumulation = "inplace";
   std::string json, trace;
-  std::string alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF text; "" = PyTorch's defaults
+  std::string alloc_conf;           // PYTORCH_CUDA_ALLOC_CONF text; "" = PyTorch's defaults
+  std::string device, device_conf;  // "": no device total
   int top = 10;
   bool quiet = false;
   bool timings = false;
@@ -65,6 +66,12 @@ int RunAnalyze(const AnalyzeFlags& f) {
   alloc::Config alloc_config;
   if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
     return Error("--alloc-conf: " + err);
+  Analysis a;
+  if (f.device.empty() && !f.device_conf.empty())
+    return Error("--device-conf: needs --device (" + alloc::DeviceMemoryNames() + ")");
+  a.has_device = !f.device.empty();
+  if (a.has_device && !ResolveDeviceMemory(f.device, f.device_conf, &a.device, &err))
+    return Error(err);
   Progress progress(f.quiet);
   progress.Phase("loading");
   JointGraph jg;
@@ -73,11 +80,14 @@ int RunAnalyze(const AnalyzeFlags& f) {
   if (!loaded) return Error(err);
   PrintWarnings(jg.warnings);
   progress.Phase("analyzing");
-  Analysis a;
   bool analyzed = AnalyzeBaseline(jg.graph, mode, &a, &err);
   const auto reserved_start = std::chrono::steady_clock::now();
-  analyzed = analyzed && PredictBaselineReserved(jg.graph, alloc_config, f.alloc_conf,
-                                                 alloc::kDefaultReservedIterations, &a, &err);
+  analyzed = analyzed &&
+             PredictBaselineReserved(
+                 jg.graph, alloc_config, f.alloc_conf, alloc::kDefaultReservedIterations, &a, &err,
+                 a.has_device ? alloc::LibraryWorkspaces(a.device) : std::vector<int64_t>{});
+  if (analyzed && a.has_device)
+    a.device_total = alloc::TotalOnDevice(a.device, a.reserved.reserved_peak_bytes);
   const std::chrono::duration<double> reserved_seconds =
       std::chrono::steady_clock::now() - reserved_start;
   progress.Clear();
@@ -180,7 +190,9 @@ struct PlanFlags {
   std::string budget, out, json, trace, html;
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
   std::string granularity = "op";
-  std::string budget_of = "allocated", alloc_conf;
+  std::string budget_of, alloc_conf;  // budget_of "": device with --device, else allocated
+  std::string device_conf;
+  bool device_given = false;
   std::string costs;  // memplan.costs/1: measured op times
   int module_depth = 2;
   int sweep = 0;
@@ -282,8 +294,20 @@ int RunPlan(const PlanFlags& f) {
   if (!ParsePlanAlgorithm(f.algorithm, &options.algorithm)) return Error("bad --algorithm");
   if (!ParseGranularity(f.granularity, &options.granularity)) return Error("bad --granularity");
   options.module_depth = f.module_depth;
+  // The whole device's memory: with --device h100|h200|a100 given.
+  alloc::DeviceMemory device_memory;
+  const bool with_device = f.device_given && f.device != "cpu";
+  if (!f.device_conf.empty() && !with_device)
+    return Error("--device-conf: needs --device (" + alloc::DeviceMemoryNames() + ")");
+  if (with_device && !ResolveDeviceMemory(f.device, f.device_conf, &device_memory, &err))
+    return Error(err);
+  const std::string budget_of_name =
+      !f.budget_of.empty() ? f.budget_of
+                           : (with_device && f.global_batch == 0 ? "device" : "allocated");
   BudgetOf budget_of;
-  if (!ParseBudgetOf(f.budget_of, &budget_of)) return Error("bad --budget-of");
+  if (!ParseBudgetOf(budget_of_name, &budget_of)) return Error("bad --budget-of");
+  if (budget_of == BudgetOf::kDevice && !with_device)
+    return Error("--budget-of device: needs --device (" + alloc::DeviceMemoryNames() + ")");
   alloc::Config alloc_config;
   if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
     return Error("--alloc-conf: " + err);
@@ -294,7 +318,7 @@ int RunPlan(const PlanFlags& f) {
   if (f.global_batch > 0) {
     if (!f.html.empty()) return Error("--html: not with --global-batch");
     if (budget_of != BudgetOf::kAllocated)
-      return Error("--budget-of " + f.budget_of +
+      return Error("--budget-of " + budget_of_name +
                    ": not with --global-batch (micro-batches "
                    "are planned on allocated bytes)");
     return RunMicroBatchPlan(f, load, options, budget);
@@ -324,7 +348,8 @@ int RunPlan(const PlanFlags& f) {
   progress.Attach(&options);
   BudgetedPlan budgeted;
   bool planned = PlanForBudget(jg.graph, budget, budget_of, options, alloc_config,
-                               alloc::kDefaultReservedIterations, &budgeted, &err);
+                               alloc::kDefaultReservedIterations, &budgeted, &err,
+                               with_device ? &device_memory : nullptr);
   progress.Clear();
   if (!planned) return Error(f.common.graph + ": " + err);
   budgeted.reserved.alloc_conf = f.alloc_conf;
@@ -640,6 +665,13 @@ int Main(int argc, char** argv) {
                 "PYTORCH_CUDA_ALLOC_CONF text for the reserved-memory prediction, e.g. "
                 "expandable_segments:True (default: PyTorch's defaults)")
       ->type_name("TEXT");
+  a->add_option("--device", analyze.device,
+                "also the whole device's memory: h100, h200 or a100 (reserved with cuBLAS "
+                "workspaces, plus the CUDA context, against the capacity)");
+  a->add_option("--device-conf", analyze.device_conf,
+                "override the device's constants: capacity=79GiB,cuda_context=600MiB,"
+                "cublas_workspace_config=:4096:8,cublaslt_workspace=0")
+      ->type_name("TEXT");
   a->add_option("--top", analyze.top, "how many live buffers to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
@@ -668,7 +700,10 @@ int Main(int argc, char** argv) {
   p->add_option("--objective", plan.objective, "what recomputation costs: time or flops")
       ->check(CLI::IsMember({"time", "flops"}))
       ->capture_default_str();
-  p->add_option("--device", plan.device, "device preset for the time objective")
+  p->add_option("--device", plan.device,
+                "device preset for the time objective; h100, h200 and a100 also report the "
+                "whole device's memory, and the budget bounds it unless --budget-of says "
+                "otherwise")
       ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}))
       ->capture_default_str();
   p->add_option("--accumulation", plan.accumulation,
@@ -689,11 +724,15 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"op", "module", "sac"}))
       ->capture_default_str();
   p->add_option("--budget-of", plan.budget_of,
-                "what the budget bounds: allocated (the allocation-level peak) or reserved "
+                "what the budget bounds: allocated (the allocation-level peak), reserved "
                 "(what PyTorch's CUDA caching allocator holds: the plan is searched again with "
-                "less allocated bytes until its reserved peak fits)")
-      ->check(CLI::IsMember({"allocated", "reserved"}))
+                "less allocated bytes until its reserved peak fits) or device (reserved plus "
+                "the CUDA context; the default when --device is given)")
+      ->check(CLI::IsMember({"allocated", "reserved", "device"}))
       ->capture_default_str();
+  p->add_option("--device-conf", plan.device_conf,
+                "override the device's memory constants (as analyze --device-conf)")
+      ->type_name("TEXT");
   p->add_option("--alloc-conf", plan.alloc_conf,
                 "PYTORCH_CUDA_ALLOC_CONF text for the reserved-memory prediction, e.g. "
                 "expandable_segments:True");
@@ -732,7 +771,10 @@ int Main(int argc, char** argv) {
       "r.json\n"
       "  memplan verify examples/densenet_toy.graph.json plan.json\n"
       "  memplan plan examples/gpt_tiny.graph.json --budget 200MiB --global-batch 64");
-  p->callback([&] { rc = RunPlan(plan); });
+  p->callback([&] {
+    plan.device_given = p->count("--device") > 0;
+    rc = RunPlan(plan);
+  });
 
   LowerFlags lower;
   CLI::App* l = app.add_subcommand("lower", "derive the backward of a forward-only graph");

@@ -61,11 +61,12 @@ TEST_CASE("alloc.conf: roundup_power2_divisions list form follows PyTorch") {
   std::string error;
   REQUIRE_MESSAGE(ParseAllocConf("roundup_power2_divisions:[64:8,256:4,>:1]", &config, &error),
                   error);
-  // 64 MiB is interval 6: intervals 0..6 get 8. 256 MiB is interval 8, but
-  // '>' fills from the last named interval on, overwriting it with 1.
+  // 64 MiB is interval 6: intervals 0..6 get 8. 256 MiB is interval 8 and
+  // keeps 4: '>' fills the intervals above it (c10/core/AllocatorConfig.cpp,
+  // last_index + 1; the older CUDAAllocatorConfig.cpp overwrote interval 8).
   // Interval 7 (128 MiB) is never named and stays 0.
   const std::array<int64_t, kRoundupPower2Intervals> expected = {8, 8, 8, 8, 8, 8, 8, 0,
-                                                                 1, 1, 1, 1, 1, 1, 1, 1};
+                                                                 4, 1, 1, 1, 1, 1, 1, 1};
   CHECK(config.roundup_power2_divisions == expected);
 }
 

@@ -26,11 +26,15 @@ constexpr int64_t k2to58 = int64_t{1} << 58;
 std::string Chain(int64_t elems, const std::string& more_tensors = "") {
   std::string e = std::to_string(elems);
   return R"({"format": "memplan.graph/1", "name": "big", "tensors": [
-    {"id": "x", "shape": [)" + e + R"(], "dtype": "float32", "kind": "input"},
+    {"id": "x", "shape": [)" +
+         e + R"(], "dtype": "float32", "kind": "input"},
     {"id": "w", "shape": [1], "dtype": "float32", "kind": "parameter"},
-    {"id": "a", "shape": [)" + e + R"(], "dtype": "float32"},
-    {"id": "b", "shape": [)" + e + R"(], "dtype": "float32"},
-    {"id": "l", "shape": [], "dtype": "float32"})" + more_tensors + R"(],
+    {"id": "a", "shape": [)" +
+         e + R"(], "dtype": "float32"},
+    {"id": "b", "shape": [)" +
+         e + R"(], "dtype": "float32"},
+    {"id": "l", "shape": [], "dtype": "float32"})" +
+         more_tensors + R"(],
    "ops": [
     {"id": "r1", "type": "mul", "inputs": ["x", "w"], "outputs": ["a"]},
     {"id": "r2", "type": "relu", "inputs": ["a"], "outputs": ["b"]},
@@ -114,7 +118,8 @@ TEST_CASE("limits: plan byte counts beyond int64 are refused with their pointer"
     return R"({"format": "memplan.plan/1", "graph": "big", "graph_sha256": ")" +
            std::string(64, '0') + R"(", "budget_bytes": )" + budget +
            R"(, "feasible": true, "accumulation": {}, "saved": [], "recomputed": [],
-           "predicted": {"peak_bytes": )" + peak +
+           "predicted": {"peak_bytes": )" +
+           peak +
            R"(, "baseline_peak_bytes": 0, "recompute_cost": 0, "cost_unit": "flops"},
            "steps": []})";
   };

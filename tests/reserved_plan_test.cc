@@ -32,7 +32,10 @@ TEST_CASE("reserved_plan: budget kinds by name") {
   CHECK(std::string(BudgetOfName(b)) == "reserved");
   CHECK(ParseBudgetOf("allocated", &b));
   CHECK(b == BudgetOf::kAllocated);
-  CHECK_FALSE(ParseBudgetOf("device", &b));
+  CHECK(ParseBudgetOf("device", &b));
+  CHECK(b == BudgetOf::kDevice);
+  CHECK(std::string(BudgetOfName(b)) == "device");
+  CHECK_FALSE(ParseBudgetOf("gpu", &b));
 }
 
 TEST_CASE("reserved_plan: allocated budgets plan once and predict what is reserved") {
@@ -76,6 +79,31 @@ TEST_CASE("reserved_plan: a reserved budget lowers the allocation budget until i
   CHECK_FALSE(none.feasible);
   CHECK(none.reserved.reserved_peak_bytes > 110 * MiB);
   CHECK(none.allocation_budgets.size() <= static_cast<size_t>(kMaxReservedRounds));
+}
+
+TEST_CASE("reserved_plan: a device budget plans the reserved peak below budget - context") {
+  const Graph& g = GptTiny();
+  alloc::DeviceMemory d;
+  REQUIRE(alloc::FindDeviceMemory("h100", &d));
+  PlannerOptions options;
+  BudgetedPlan out;
+  std::string err;
+  const int64_t budget = 750LL << 20;
+  REQUIRE_MESSAGE(
+      PlanForBudget(g, budget, BudgetOf::kDevice, options, alloc::Config(), 2, &out, &err, &d),
+      err);
+  REQUIRE(out.feasible);
+  REQUIRE(out.has_device);
+  CHECK(out.device_total.total_bytes <= budget);
+  CHECK(out.allocation_budgets.front() == budget - d.cuda_context_bytes);
+  CHECK(out.device_total.reserved_peak_bytes == out.reserved.reserved_peak_bytes);
+  // The workspaces are held by the allocator: without them it reserves less.
+  alloc::ReservedReport bare;
+  REQUIRE(PredictPlanReserved(g, out.plan.best, alloc::Config(), 2, &bare, &err));
+  CHECK(bare.reserved_peak_bytes < out.reserved.reserved_peak_bytes);
+
+  CHECK_FALSE(PlanForBudget(g, budget, BudgetOf::kDevice, options, alloc::Config(), 2, &out, &err));
+  CHECK(err == "a device budget needs a device (--device)");
 }
 
 }  // namespace

@@ -184,7 +184,8 @@ class Parser {
             fmt::format("{}: expected divisions 0 or a power of 2, found {}", key, Found(i_)));
       }
       if (interval == ">") {
-        std::fill(divisions.begin() + static_cast<std::ptrdiff_t>(last_index), divisions.end(),
+        // AllocatorConfig.cpp: '>' sets the intervals above the last one named.
+        std::fill(divisions.begin() + static_cast<std::ptrdiff_t>(last_index + 1), divisions.end(),
                   number);
       } else {
         int64_t mib = 0;

@@ -618,22 +618,30 @@ std::vector<SegmentInfo> CachingAllocator::Segments() const {
   std::sort(by_address.begin(), by_address.end());
   for (const auto& [address, id] : by_address) {
     const Segment& segment = segments_.at(id);
+    // snapshot(): one segment per run of contiguous mapped blocks (an
+    // expandable segment with unmapped holes is several).
     SegmentInfo info;
-    info.address = address;
     info.is_small = segment.pool == kSmallPool;
     info.is_expandable = segment.expandable;
+    auto flush = [&] {
+      if (info.blocks.empty()) return;
+      info.address = info.blocks.front().address;
+      result.push_back(info);
+      info.blocks.clear();
+      info.total_size = info.allocated_size = 0;
+    };
     for (auto it = blocks_.lower_bound(address);
          it != blocks_.end() && it->first < address + segment.size; ++it) {
       const Block& b = it->second;
-      if (!b.mapped) continue;
+      if (!b.mapped) {
+        flush();
+        continue;
+      }
       info.blocks.push_back(BlockInfo{b.address, b.size, b.requested_size, b.allocated, b.mapped});
       info.total_size += b.size;
       if (b.allocated) info.allocated_size += b.size;
     }
-    if (!info.blocks.empty()) {
-      info.address = info.blocks.front().address;
-      result.push_back(std::move(info));
-    }
+    flush();
   }
   return result;
 }

@@ -163,7 +163,8 @@ struct BlockInfo {
   bool mapped = true;
 };
 
-// One segment (a cudaMalloc, or one expandable segment's mapped blocks).
+// One segment: a cudaMalloc, or one run of contiguous mapped blocks of an
+// expandable segment (as PyTorch's snapshot() reports them).
 // Invariant: blocks are contiguous, in address order, and sum to total_size
 // (which, for expandable segments, counts mapped bytes only).
 struct SegmentInfo {

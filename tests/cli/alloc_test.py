@@ -69,6 +69,77 @@ def test_summary_line(r):
     r.check("summary: a reserved line right after the peak line", ok, describe(rc, out, err))
 
 
+def test_device(r):
+    """--device: the whole device's memory, in analyze and plan; plan budgets it by default."""
+    doc, res = reserved_of(r, "analyze --device h100", "--device", "h100")
+    _, bare = reserved_of(r, "analyze without --device")
+    if res is None or bare is None:
+        return
+    dev = doc.get("device_memory")
+    if not r.check("analyze --device h100: report has device_memory", dev is not None, sorted(doc)):
+        return
+    r.check("device.total = reserved + context",
+            dev["total_bytes"] == dev["reserved_peak_bytes"] + dev["cuda_context_bytes"], dev)
+    r.check("device.reserved_peak_bytes is the report's reserved peak",
+            dev["reserved_peak_bytes"] == res["peak_bytes"], (dev, res))
+    r.check("the cuBLAS workspace (32 MiB on sm90) is held by the allocator",
+            dev["cublas_workspace_bytes"] == 32 << 20 and
+            res["peak_bytes"] >= bare["peak_bytes"] + (20 << 20), (res, bare))
+    r.check("the context is an estimate by default", dev["cuda_context_is_estimate"] is True)
+    r.check("fits on an H100", dev["fits"] is True and dev["capacity_bytes"] == 81050 << 20)
+    rc, out, err = r.run("analyze", GRAPH, "--device", "h100")
+    r.check("summary has the device line",
+            "  device    " in out and "on h100: reserved" in out and
+            "CUDA context 600.00 MiB (estimate): fits" in out, out)
+
+    # A capacity below the step: does not fit, and says by how much.
+    doc, _ = reserved_of(r, "analyze --device-conf capacity=100MiB", "--device", "a100",
+                         "--device-conf", "capacity=100MiB,cuda_context=10MiB")
+    if doc:
+        dev = doc["device_memory"]
+        r.check("small capacity: does not fit", dev["fits"] is False and
+                dev["cuda_context_is_estimate"] is False and
+                dev["cublas_workspace_bytes"] == 8519680, dev)
+
+    # plan --device: the budget bounds the whole device unless --budget-of says otherwise.
+    report = r.path("plan.json")
+    rc, out, err = r.run("plan", GRAPH, "--budget", "750MiB", "--device", "h100", "--json",
+                         report, "-q")
+    if r.check("plan --device h100 --budget 750MiB: exit 0", rc == 0, describe(rc, out, err)):
+        vrc, vout = r.validate(os.path.join("schemas", "report.schema.json"), [report])
+        r.check("plan --device: report matches the schema", vrc == 0, vout)
+        with open(report, encoding="utf-8") as f:
+            doc = json.load(f)
+        r.check("plan --device: budget_of device", doc.get("budget_of") == "device", doc.get(
+            "budget_of"))
+        r.check("plan --device: the device total fits the budget",
+                doc["feasible"] and doc["device_memory"]["total_bytes"] <= 750 << 20, doc.get("device_memory"))
+    rc, out, err = r.run("plan", GRAPH, "--budget", "750MiB", "--device", "h100",
+                         "--budget-of", "allocated", "--json", report, "-q")
+    if r.check("plan --budget-of allocated --device: exit 0", rc == 0, describe(rc, out, err)):
+        with open(report, encoding="utf-8") as f:
+            doc = json.load(f)
+        r.check("plan --budget-of allocated: kept", doc["budget_of"] == "allocated" and
+                "device_memory" in doc, doc.get("budget_of"))
+
+    for args, want in [
+        (("analyze", GRAPH, "--device-conf", "capacity=1GiB"),
+         "memplan: error: --device-conf: needs --device (h100, h200, a100)\n"),
+        (("analyze", GRAPH, "--device", "v100"),
+         "memplan: error: --device v100: no memory preset for it; expected one of h100, h200, "
+         "a100\n"),
+        (("analyze", GRAPH, "--device", "h100", "--device-conf", "ram=1GiB"),
+         "memplan: error: --device-conf: unknown key \"ram\": expected capacity, cuda_context, "
+         "cublas_workspace, cublas_workspace_config or cublaslt_workspace (key=value, "
+         "comma-separated)\n"),
+        (("plan", GRAPH, "--budget", "1GiB", "--budget-of", "device"),
+         "memplan: error: --budget-of device: needs --device (h100, h200, a100)\n"),
+    ]:
+        rc, out, err = r.run(*args)
+        r.check("%s: exit 2 and exact message" % " ".join(args[2:]), rc == 2 and err == want,
+                describe(rc, out, err))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memplan", required=True)
@@ -78,6 +149,7 @@ def main():
         test_bad_alloc_conf(r)
         test_reserved_in_report(r)
         test_summary_line(r)
+        test_device(r)
     print("%d passed, %d failed" % (r.passed, len(r.failed)))
     return 1 if r.failed else 0
 
