@@ -136,14 +136,15 @@ std::string ReservedLine(const alloc::ReservedReport& rr, int64_t peak_bytes) {
 }
 
 ojson DeviceJson(const alloc::DeviceMemory& d, const alloc::DeviceTotal& t) {
-  return {{"name", d.name},
+  return {{"preset", d.name},
           {"capacity_bytes", t.capacity_bytes},
-          {"cuda_context_bytes", t.cuda_context_bytes},
-          {"cuda_context_is_estimate", d.cuda_context_is_estimate},
+          {"context_bytes", t.cuda_context_bytes},
+          {"context_is_estimate", d.cuda_context_is_estimate},
+          {"workspace_bytes", d.cublas_workspace_bytes + d.cublaslt_workspace_bytes},
           {"cublas_workspace_bytes", d.cublas_workspace_bytes},
           {"cublaslt_workspace_bytes", d.cublaslt_workspace_bytes},
           {"reserved_peak_bytes", t.reserved_peak_bytes},
-          {"total_bytes", t.total_bytes},
+          {"total_peak_bytes", t.total_bytes},
           {"fits", t.fits}};
 }
 

@@ -79,13 +79,13 @@ def test_device(r):
     if not r.check("analyze --device h100: report has device_memory", dev is not None, sorted(doc)):
         return
     r.check("device.total = reserved + context",
-            dev["total_bytes"] == dev["reserved_peak_bytes"] + dev["cuda_context_bytes"], dev)
+            dev["total_peak_bytes"] == dev["reserved_peak_bytes"] + dev["context_bytes"], dev)
     r.check("device.reserved_peak_bytes is the report's reserved peak",
             dev["reserved_peak_bytes"] == res["peak_bytes"], (dev, res))
     r.check("the cuBLAS workspace (32 MiB on sm90) is held by the allocator",
             dev["cublas_workspace_bytes"] == 32 << 20 and
             res["peak_bytes"] >= bare["peak_bytes"] + (20 << 20), (res, bare))
-    r.check("the context is an estimate by default", dev["cuda_context_is_estimate"] is True)
+    r.check("the context is an estimate by default", dev["context_is_estimate"] is True)
     r.check("fits on an H100", dev["fits"] is True and dev["capacity_bytes"] == 81050 << 20)
     rc, out, err = r.run("analyze", GRAPH, "--device", "h100")
     r.check("summary has the device line",
@@ -98,7 +98,7 @@ def test_device(r):
     if doc:
         dev = doc["device_memory"]
         r.check("small capacity: does not fit", dev["fits"] is False and
-                dev["cuda_context_is_estimate"] is False and
+                dev["context_is_estimate"] is False and
                 dev["cublas_workspace_bytes"] == 8519680, dev)
 
     # plan --device: the budget bounds the whole device unless --budget-of says otherwise.
@@ -113,7 +113,7 @@ def test_device(r):
         r.check("plan --device: budget_of device", doc.get("budget_of") == "device", doc.get(
             "budget_of"))
         r.check("plan --device: the device total fits the budget",
-                doc["feasible"] and doc["device_memory"]["total_bytes"] <= 750 << 20, doc.get("device_memory"))
+                doc["feasible"] and doc["device_memory"]["total_peak_bytes"] <= 750 << 20, doc.get("device_memory"))
     rc, out, err = r.run("plan", GRAPH, "--budget", "750MiB", "--device", "h100",
                          "--budget-of", "allocated", "--json", report, "-q")
     if r.check("plan --budget-of allocated --device: exit 0", rc == 0, describe(rc, out, err)):
