@@ -230,6 +230,19 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
     top_bytes = std::max(top_bytes, baseline_peak);
   }
   if (in.budget_bytes >= 0) top_bytes = std::max(top_bytes, in.budget_bytes);
+  // Reserved bytes in the same columns (the max of each column's steps).
+  const bool reserved_curve = static_cast<int>(in.reserved_during.size()) == n && n > 0;
+  std::vector<int64_t> reserved_col;
+  int64_t reserved_peak = 0;
+  if (reserved_curve) {
+    reserved_col.assign(c.columns, 0);
+    for (int s = 0; s < n; ++s) {
+      reserved_col[col_of[s]] = std::max(reserved_col[col_of[s]], in.reserved_during[s]);
+      reserved_peak = std::max(reserved_peak, in.reserved_during[s]);
+    }
+    top_bytes = std::max(top_bytes, reserved_peak);
+  }
+  if (in.device_total_bytes >= 0) top_bytes = std::max(top_bytes, in.device_total_bytes);
   const int64_t ytick = ByteTickStep(top_bytes);
   c.ymax = static_cast<double>((top_bytes + ytick - 1) / ytick * ytick);
 
@@ -362,6 +375,30 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
         "points=\"" +
         pts + "\"/>\n");
   }
+  if (reserved_curve) {
+    std::string pts;
+    for (int col = 0; col < c.columns; ++col)
+      pts += (col ? " " : "") + Pt(c.X(col), c.Y(reserved_col[col]));
+    add(fmt::format(
+        "<g id=\"reserved\" data-peak-bytes=\"{}\"><polyline fill=\"none\" stroke=\"#d81b60\" "
+        "stroke-width=\"2\" shape-rendering=\"crispEdges\" points=\"{}\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#d81b60\">reserved {} (steady state)</text>"
+        "</g>\n",
+        reserved_peak, pts, Chart::kLeft + 4, c.Y(reserved_peak) - 4,
+        Escape(FormatBytes(reserved_peak))));
+  }
+  if (in.device_total_bytes >= 0) {
+    double y = c.Y(in.device_total_bytes);
+    add(
+        fmt::format("<g id=\"device\" data-bytes=\"{}\" data-device=\"{}\">"
+                    "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                    "stroke=\"#17becf\" stroke-width=\"2\" shape-rendering=\"crispEdges\"/>"
+                    "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#0e7c86\">"
+                    "device total {} on {}</text></g>\n",
+                    in.device_total_bytes, Escape(in.device_name), Chart::kLeft, y,
+                    Chart::kLeft + Chart::kWidth, y, Chart::kLeft + 4, y - 4,
+                    Escape(FormatBytes(in.device_total_bytes)), Escape(in.device_name)));
+  }
   if (measured_curve) {
     std::string pts;
     for (int col = 0; col < c.columns; ++col)
@@ -426,6 +463,12 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
         "the plan, scaled to the same width)");
   if (in.budget_bytes >= 0)
     add(" &nbsp; <span class=\"swatch\" style=\"background:#ff7f0e\"></span>budget");
+  if (reserved_curve)
+    add(" &nbsp; <span class=\"swatch\" style=\"background:#d81b60\"></span>reserved by "
+        "PyTorch's caching allocator (second step: it starts with the first's segments)");
+  if (in.device_total_bytes >= 0)
+    add(" &nbsp; <span class=\"swatch\" style=\"background:#17becf\"></span>device total "
+        "(reserved + CUDA context)");
   if (measured_curve)
     add(" &nbsp; <span class=\"swatch\" style=\"background:#d62728\"></span>measured");
   else if (m)

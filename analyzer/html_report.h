@@ -54,6 +54,12 @@ struct HtmlReportInput {
   // program scaled to the chart's width; empty: none).
   int64_t budget_bytes = -1;
   std::vector<int64_t> baseline_during;
+  // What PyTorch's caching allocator reserves while each step runs (one entry
+  // per step, steady state; a line above the allocation-level total; empty:
+  // none), and the whole device's peak on `device_name` (a line; < 0: none).
+  std::vector<int64_t> reserved_during;
+  int64_t device_total_bytes = -1;
+  std::string device_name;
   int top = 20;            // rows of the live-at-peak table
   int max_columns = 1200;  // chart columns (steps are bucketed beyond)
 };
@@ -61,8 +67,9 @@ struct HtmlReportInput {
 // Elements carry data-* attributes with the numbers drawn: the peak group
 // (#peak: data-step, data-op, data-bytes), each band (data-kind,
 // data-peak-bytes: its bytes at the peak step), the measured peak line, the
-// budget (#budget: data-bytes) and the baseline curve (#baseline:
-// data-peak-bytes).
+// budget (#budget: data-bytes), the baseline curve (#baseline:
+// data-peak-bytes), the reserved curve (#reserved: data-peak-bytes) and the
+// device total (#device: data-bytes, data-device).
 bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string* err);
 
 }  // namespace memplan

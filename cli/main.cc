@@ -21,6 +21,7 @@
 #include "analyzer/cost_model.h"
 #include "analyzer/graph_json.h"
 #include "analyzer/html_report.h"
+#include "analyzer/memviz/predicted.h"
 #include "analyzer/microbatch.h"
 #include "analyzer/op_table.h"
 #include "analyzer/optimizer_state.h"
@@ -566,6 +567,7 @@ struct ReportFlags {
   OptimizerFlags optimizer;
   std::string plan, profile, html;
   std::string accumulation = "inplace";
+  std::string alloc_conf, device, device_conf;
   int top = 20;
   bool quiet = false;
 };
@@ -579,6 +581,14 @@ int RunReport(const ReportFlags& f) {
   if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
   OptimizerOptions optimizer;
   if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  alloc::Config alloc_config;
+  if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
+    return Error("--alloc-conf: " + err);
+  alloc::DeviceMemory device;
+  if (f.device.empty() && !f.device_conf.empty())
+    return Error("--device-conf: needs --device (" + alloc::DeviceMemoryNames() + ")");
+  if (!f.device.empty() && !ResolveDeviceMemory(f.device, f.device_conf, &device, &err))
+    return Error(err);
   MeasuredProfile measured;
   if (!f.profile.empty() && !LoadProfileReport(f.profile, &measured, &err)) return Error(err);
   JointGraph jg;
@@ -630,6 +640,20 @@ int RunReport(const ReportFlags& f) {
     if (Simulate(jg.graph, baseline, so, &baseline_sim, &err))
       in.baseline_during = baseline_sim.live_during;
     if (plan.budget_bytes > 0) in.budget_bytes = plan.budget_bytes;
+  }
+  // What the caching allocator reserves while each step runs, and the device.
+  alloc::ReservedReport reserved;
+  alloc::ReplayTrace trace;
+  const std::vector<int64_t> workspaces =
+      f.device.empty() ? std::vector<int64_t>{} : alloc::LibraryWorkspaces(device);
+  if (!alloc::PredictReserved(IntervalsWithWorkspaces(jg.graph, program, sim, workspaces),
+                              static_cast<int>(program.steps.size()), alloc_config,
+                              alloc::kDefaultReservedIterations, &reserved, &err, &trace))
+    return Error(f.common.graph + ": " + err);
+  in.reserved_during = memviz::ReservedDuringSteps(trace, static_cast<int>(program.steps.size()));
+  if (!f.device.empty()) {
+    in.device_total_bytes = alloc::TotalOnDevice(device, reserved.reserved_peak_bytes).total_bytes;
+    in.device_name = device.name;
   }
   std::string html;
   if (!RenderHtmlReport(in, &html, &err)) return Error(err);
@@ -894,6 +918,15 @@ int Main(int argc, char** argv) {
                  "gradient accumulation of the baseline program: inplace, out_of_place, deferred")
       ->check(CLI::IsMember({"inplace", "out_of_place", "deferred"}))
       ->capture_default_str();
+  rp->add_option("--alloc-conf", report.alloc_conf,
+                 "PYTORCH_CUDA_ALLOC_CONF text for the reserved curve, e.g. "
+                 "expandable_segments:True")
+      ->type_name("TEXT");
+  rp->add_option("--device", report.device,
+                 "also draw the whole device's total: h100, h200 or a100");
+  rp->add_option("--device-conf", report.device_conf,
+                 "override the device's memory constants (as analyze --device-conf)")
+      ->type_name("TEXT");
   rp->add_option("--top", report.top, "how many live buffers to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();

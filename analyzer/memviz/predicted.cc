@@ -100,6 +100,45 @@ bool PredictSnapshot(const Graph& g, const Program& program, const SimResult& si
   return true;
 }
 
+std::vector<int64_t> ReservedDuringSteps(const alloc::ReplayTrace& trace, int num_steps) {
+  std::vector<int64_t> during(std::max(num_steps, 0), -1);
+  int last = 0;
+  for (const alloc::ReplayEvent& e : trace.events) last = std::max(last, e.iteration);
+  int64_t reserved = 0;
+  for (const alloc::ReplayEvent& e : trace.events) {
+    switch (e.entry.action) {
+      case TraceEntry::Action::kSegmentAlloc:
+      case TraceEntry::Action::kSegmentMap:
+        reserved += e.entry.size;
+        break;
+      case TraceEntry::Action::kSegmentFree:
+      case TraceEntry::Action::kSegmentUnmap:
+        reserved -= e.entry.size;
+        break;
+      default:
+        break;
+    }
+    if (e.iteration == last && e.step >= 0 && e.step < num_steps)
+      during[e.step] = std::max(during[e.step], reserved);
+  }
+  // Steps without events hold what the step before held (or the start).
+  int64_t held = 0;
+  for (const alloc::ReplayEvent& e : trace.events) {
+    if (e.iteration == last) break;
+    if (e.entry.action == TraceEntry::Action::kSegmentAlloc ||
+        e.entry.action == TraceEntry::Action::kSegmentMap)
+      held += e.entry.size;
+    else if (e.entry.action == TraceEntry::Action::kSegmentFree ||
+             e.entry.action == TraceEntry::Action::kSegmentUnmap)
+      held -= e.entry.size;
+  }
+  for (int64_t& d : during) {
+    if (d < 0) d = held;
+    held = d;
+  }
+  return during;
+}
+
 SnapshotCurve CurveOf(const Snapshot& s) {
   SnapshotCurve c;
   for (const SnapshotSegment& seg : s.segments) {

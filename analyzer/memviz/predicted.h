@@ -43,6 +43,11 @@ bool PredictSnapshot(const Graph& g, const Program& program, const SimResult& si
                      const std::string& graph_file, Snapshot* out, alloc::ReservedReport* report,
                      std::string* err);
 
+// What the allocator holds while each step (0..num_steps-1) of the last
+// iteration runs: the most reserved bytes over the step's events, a step
+// without any holding the value before it.
+std::vector<int64_t> ReservedDuringSteps(const alloc::ReplayTrace& trace, int num_steps);
+
 // The curves of one snapshot. Invariants: allocated_peak >= allocated_end;
 // reserved_peak >= reserved_end; allocs == number of "alloc" entries.
 struct SnapshotCurve {

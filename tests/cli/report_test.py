@@ -237,9 +237,30 @@ def main():
         r.check("plan --html without --sweep: exit 2 naming both",
                 rc == 2 and "--html " + sweep_html + ": needs --sweep N" in err,
                 describe(rc, out, err))
+        # Reserved and device totals: lines of their own, the numbers analyze reports.
+        dev_html = r.path("device.html")
+        rc, out, err = r.run("report", GRAPH, "--html", dev_html, "--device", "h100",
+                             "--device-conf", "cuda_context=20MiB")
+        r.check("report --device: exit 0", rc == 0, describe(rc, out, err))
+        rc, out, err = r.run("analyze", GRAPH, "--device", "h100", "--device-conf",
+                             "cuda_context=20MiB", "--json", r.path("dev.json"), "-q")
+        ddoc = load(r.path("dev.json"))
+        page = read_bytes(dev_html).decode("utf-8")
+        r.check("device page: reserved curve peaks at analyze's reserved peak",
+                '<g id="reserved" data-peak-bytes="%d">' % ddoc["reserved"]["peak_bytes"] in page,
+                ddoc["reserved"]["peak_bytes"])
+        r.check("device page: device total line at analyze's total",
+                '<g id="device" data-bytes="%d" data-device="h100">' %
+                ddoc["device_memory"]["total_peak_bytes"] in page,
+                ddoc["device_memory"]["total_peak_bytes"])
+        page = read_bytes(r.path("plan.html")).decode("utf-8")
+        r.check("plan page: a reserved curve, no device line without --device",
+                '<g id="reserved" data-peak-bytes=' in page and '<g id="device"' not in page)
         if args.screenshot:
             screenshot(r, r.path("plan.html"),
-                       [("budget line", "#ff7f0e"), ("baseline curve", "#b39ddb")])
+                       [("budget line", "#ff7f0e"), ("baseline curve", "#b39ddb"),
+                        ("reserved line", "#d81b60")])
+            screenshot(r, dev_html, [("reserved line", "#d81b60"), ("device total", "#17becf")])
             screenshot(r, sweep_html,
                        [("sweep curve", "#1f77b4"), ("chosen budget", "#ff7f0e"),
                         ("floor", "#2ca02c"), ("baseline peak", "#d62728")])
