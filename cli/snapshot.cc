@@ -108,6 +108,7 @@ std::string ComparisonJson(const SnapshotFlags& f, const memviz::SnapshotCompari
        RelativeError(c.predicted.allocated_peak, c.measured.allocated_peak)},
       {"reserved_peak_error", RelativeError(c.predicted.reserved_peak, c.measured.reserved_peak)},
       {"size_overlap", c.size_overlap},
+      {"aligned_at_predicted_alloc", c.aligned_at_predicted_alloc},
       {"matching_allocs", c.matching_allocs}};
   if (c.first_divergence >= 0)
     j["first_divergence"] = {{"alloc_index", c.first_divergence},
@@ -131,6 +132,11 @@ std::string ComparisonText(const memviz::SnapshotComparison& c) {
   out += line("reserved", c.measured.reserved_peak, c.predicted.reserved_peak);
   out += fmt::format("  segments   measured {:>12}  predicted {:>12}  (at the end)\n",
                      c.measured.segments_end, c.predicted.segments_end);
+  if (c.aligned_at_predicted_alloc > 0)
+    out += fmt::format(
+        "allocs: the measured trace starts at predicted alloc {} (the ones before are not in "
+        "the recording)\n",
+        c.aligned_at_predicted_alloc);
   if (c.first_divergence < 0) {
     out += fmt::format("allocs: the first {} agree in size, in order (measured {}, predicted {})\n",
                        c.matching_allocs, c.measured.allocs, c.predicted.allocs);

@@ -190,6 +190,14 @@ TEST_CASE("snapshot: comparison finds the first alloc that differs") {
         "the snapshot does not record this graph's step: 0 of its 2 distinct allocation sizes "
         "(0%) occur in the predicted step; expected at least 50% (a snapshot recorded while "
         "running this graph's training step)");
+  // A recording that starts after the prediction's first alloc is aligned.
+  Snapshot late = predicted;
+  late.trace.erase(late.trace.begin() + 1);  // the 100 B alloc
+  REQUIRE(CompareSnapshots(late, predicted, &c, &err));
+  CHECK(c.aligned_at_predicted_alloc == 1);
+  CHECK(c.matching_allocs == 1);
+  CHECK(c.first_divergence == -1);
+
   Snapshot empty;
   CHECK_FALSE(CompareSnapshots(empty, predicted, &c, &err));
   CHECK(err ==

@@ -199,16 +199,31 @@ bool CompareSnapshots(const Snapshot& measured, const Snapshot& predicted, Snaps
         shared, measured_sizes.size(), 100 * out->size_overlap, 100 * kMinSizeOverlap);
     return false;
   }
-  const size_t n = std::min(m.size(), p.size());
-  size_t i = 0;
-  while (i < n && m[i]->size == p[i]->size) ++i;
-  out->matching_allocs = static_cast<int64_t>(i);
-  if (i < n) {
-    out->first_divergence = static_cast<int64_t>(i);
-    out->measured_size_at_divergence = m[i]->size;
-    out->predicted_size_at_divergence = p[i]->size;
-    out->measured_frame_at_divergence = FrameText(m[i]->frames);
-    out->predicted_frame_at_divergence = FrameText(p[i]->frames);
+  auto agreeing = [&](size_t offset) {
+    size_t i = 0;
+    while (i < m.size() && offset + i < p.size() && m[i]->size == p[offset + i]->size) ++i;
+    return i;
+  };
+  size_t offset = 0, run = agreeing(0);
+  int tried = 0;
+  for (size_t o = 1; o < p.size() && tried < kMaxAlignmentCandidates; ++o) {
+    if (p[o]->size != m[0]->size) continue;
+    ++tried;
+    if (const size_t r = agreeing(o); r > run) {
+      run = r;
+      offset = o;
+    }
+  }
+  out->aligned_at_predicted_alloc = static_cast<int64_t>(offset);
+  out->matching_allocs = static_cast<int64_t>(run);
+  if (run < m.size() && offset + run < p.size()) {
+    const TraceRecord& mi = *m[run];
+    const TraceRecord& pi = *p[offset + run];
+    out->first_divergence = static_cast<int64_t>(run);
+    out->measured_size_at_divergence = mi.size;
+    out->predicted_size_at_divergence = pi.size;
+    out->measured_frame_at_divergence = FrameText(mi.frames);
+    out->predicted_frame_at_divergence = FrameText(pi.frames);
   }
   return true;
 }

@@ -62,9 +62,13 @@ SnapshotCurve CurveOf(const Snapshot& s);
 
 struct SnapshotComparison {
   SnapshotCurve measured, predicted;
-  // Alloc sizes of the two traces, compared in order from their first
-  // alloc: the number that agree before the first difference, and that
-  // difference (index -1: none within the shorter trace).
+  // Alloc sizes of the two traces, compared in order from the measured
+  // trace's first alloc and the predicted alloc it aligns with (the one that
+  // starts the longest agreeing run: a recording that starts at the step
+  // lacks the prediction's resident allocs): the number that agree before
+  // the first difference, and that difference (index, in measured allocs;
+  // -1: none within the shorter trace).
+  int64_t aligned_at_predicted_alloc = 0;
   int64_t matching_allocs = 0;
   int64_t first_divergence = -1;
   int64_t measured_size_at_divergence = 0, predicted_size_at_divergence = 0;
@@ -76,6 +80,8 @@ struct SnapshotComparison {
 
 // Lowest size_overlap accepted as a recording of the same step.
 inline constexpr double kMinSizeOverlap = 0.5;
+// Predicted allocs tried as the start of the alignment, at most.
+inline constexpr int kMaxAlignmentCandidates = 256;
 
 // False with a message when the measured snapshot has no alloc in its trace
 // or its alloc sizes overlap the prediction's less than kMinSizeOverlap.

@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import pickle
+import subprocess
 import sys
 import tempfile
 
@@ -231,6 +232,61 @@ def test_compare(r):
     r.check("no trace: says how to record one", "_record_memory_history()" in se, se)
 
 
+RECORD = r"""
+import pickle, sys, torch
+sys.path.insert(0, sys.argv[1])
+import memplan_torch as mt
+from torch.cuda import _memory_viz
+from torch.profiler import profile, ProfilerActivity
+model = mt.load_model(sys.argv[2])
+inputs = mt.example_inputs(model, int(sys.argv[3]))
+inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+target = mt.make_target(model, inputs)
+torch.set_num_threads(1)
+def step():
+    model.zero_grad(set_to_none=True)
+    mt.step_loss(model, inputs, target).backward()
+step()
+model.zero_grad(set_to_none=True)
+with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+             with_stack=True) as prof:
+    step()
+with open(sys.argv[4], "wb") as f:
+    pickle.dump(_memory_viz._profile_to_snapshot(prof), f)
+"""
+
+
+def test_real_recording(r):
+    """A snapshot PyTorch itself writes from a real eager step (on the CPU: the profiler's
+    memory timeline through torch.cuda._memory_viz._profile_to_snapshot), compared with
+    the exporter's graph of the same model."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    exporters = os.path.join(root, "exporters", "pytorch")
+    graph, snap = r.path("cnn.json"), r.path("cnn.pickle")
+    p = subprocess.run([sys.executable, os.path.join(exporters, "memplan_torch.py"), "export",
+                        "models:cnn_small", "--batch", "4", "--static", "-o", graph, "-q"],
+                       capture_output=True, text=True, cwd=root, timeout=600)
+    if not r.check("export models:cnn_small: exit 0", p.returncode == 0, p.stderr[-1500:]):
+        return
+    p = subprocess.run([sys.executable, "-c", RECORD, exporters, "models:cnn_small", "4", snap],
+                       capture_output=True, text=True, cwd=root, timeout=600)
+    if not r.check("record a real step's snapshot: exit 0", p.returncode == 0, p.stderr[-1500:]):
+        return
+    out = r.path("real.json")
+    rc, so, se = r.run("compare", graph, snap, "--json", out)
+    if not r.check("compare with a real recording: exit 0", rc == 0, describe(rc, so, se)):
+        return
+    doc = load(out)
+    err = doc["allocated_peak_error"]
+    r.check("real recording: allocated peak within 2%% (%+.3f%%)" % (100 * err), abs(err) < 0.02,
+            so)
+    r.check("real recording: aligned past the prediction's resident allocs",
+            doc["aligned_at_predicted_alloc"] > 0 and doc["matching_allocs"] >= 1, so)
+    print("real recording (models:cnn_small, batch 4, CPU): allocated peak %+.3f%%, aligned at "
+          "predicted alloc %d, %d allocs agree" % (100 * err, doc["aligned_at_predicted_alloc"],
+                                                  doc["matching_allocs"]))
+
+
 def test_plan(r):
     plan = r.path("p.plan.json")
     rc, so, se = r.run("plan", GRAPH, "--budget", "130MiB", "--budget-of", "reserved", "-o", plan, "-q")
@@ -267,6 +323,7 @@ def main():
         r = Runner(os.path.abspath(args.memplan), tmp)
         test_snapshot_is_what_memory_viz_reads(r)
         test_compare(r)
+        test_real_recording(r)
         test_plan(r)
         test_bad_flags(r)
     print("%d passed, %d failed" % (r.passed, len(r.failed)))
