@@ -12,16 +12,10 @@
 #include "analyzer/graph_json.h"
 #include "analyzer/json_util.h"
 #include "analyzer/op_table.h"
+#include "analyzer/units.h"
 
 namespace memplan {
 namespace {
-
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                            [](char x, char y) { return Lower(x) == Lower(y); });
-}
 
 // a / b, or 0 for a device preset with a zero rate (never inf or NaN).
 double Over(double a, double b) { return b > 0 ? a / b : 0.0; }

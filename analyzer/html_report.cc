@@ -74,6 +74,19 @@ struct Chart {
   double Y(int64_t b) const { return kTop + kHeight - static_cast<double>(b) * kHeight / ymax; }
 };
 
+// A horizontal line across the chart at height y, labelled at its left
+// (or right) end: <g ATTRS><line/><text>label</text></g>.
+std::string LevelLine(const std::string& attrs, double y, const char* stroke, const char* text_fill,
+                      bool label_right, const std::string& label) {
+  return fmt::format(
+      "<g {}><line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+      "stroke-width=\"2\" shape-rendering=\"crispEdges\"/><text x=\"{:.1f}\" y=\"{:.1f}\"{} "
+      "fill=\"{}\">{}</text></g>\n",
+      attrs, Chart::kLeft, y, Chart::kLeft + Chart::kWidth, y, stroke,
+      label_right ? Chart::kLeft + Chart::kWidth - 4 : Chart::kLeft + 4, y - 4,
+      label_right ? " text-anchor=\"end\"" : "", text_fill, Escape(label));
+}
+
 }  // namespace
 
 bool ParseProfileReport(const std::string& text, const std::string& file, MeasuredProfile* out,
@@ -388,16 +401,11 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
         Escape(FormatBytes(reserved_peak))));
   }
   if (in.device_total_bytes >= 0) {
-    double y = c.Y(in.device_total_bytes);
-    add(
-        fmt::format("<g id=\"device\" data-bytes=\"{}\" data-device=\"{}\">"
-                    "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
-                    "stroke=\"#17becf\" stroke-width=\"2\" shape-rendering=\"crispEdges\"/>"
-                    "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"#0e7c86\">"
-                    "device total {} on {}</text></g>\n",
-                    in.device_total_bytes, Escape(in.device_name), Chart::kLeft, y,
-                    Chart::kLeft + Chart::kWidth, y, Chart::kLeft + 4, y - 4,
-                    Escape(FormatBytes(in.device_total_bytes)), Escape(in.device_name)));
+    add(LevelLine(
+        fmt::format("id=\"device\" data-bytes=\"{}\" data-device=\"{}\"", in.device_total_bytes,
+                    Escape(in.device_name)),
+        c.Y(in.device_total_bytes), "#17becf", "#0e7c86", /*label_right=*/false,
+        fmt::format("device total {} on {}", FormatBytes(in.device_total_bytes), in.device_name)));
   }
   if (measured_curve) {
     std::string pts;
@@ -419,15 +427,9 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
                     Chart::kLeft + 4, y - 4, Escape(FormatBytes(m->peak_bytes))));
   }
   if (in.budget_bytes >= 0) {
-    double y = c.Y(in.budget_bytes);
-    add(
-        fmt::format("<g id=\"budget\" data-bytes=\"{}\">"
-                    "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
-                    "stroke=\"#ff7f0e\" stroke-width=\"2\" shape-rendering=\"crispEdges\"/>"
-                    "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\" fill=\"#b35900\">"
-                    "budget {}</text></g>\n",
-                    in.budget_bytes, Chart::kLeft, y, Chart::kLeft + Chart::kWidth, y,
-                    Chart::kLeft + Chart::kWidth - 4, y - 4, Escape(FormatBytes(in.budget_bytes))));
+    add(LevelLine(fmt::format("id=\"budget\" data-bytes=\"{}\"", in.budget_bytes),
+                  c.Y(in.budget_bytes), "#ff7f0e", "#b35900", /*label_right=*/true,
+                  "budget " + FormatBytes(in.budget_bytes)));
   }
   // The peak.
   {

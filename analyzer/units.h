@@ -16,6 +16,9 @@ bool ParseSize(std::string_view text, int64_t* bytes, std::string* err);
 // 1536 -> "1.50 KiB"; below 1 KiB -> "512 B".
 std::string FormatBytes(int64_t bytes);
 
+// ASCII case-insensitive equality (preset names: "H100" is "h100").
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
 }  // namespace memplan
 
 #endif  // MEMPLAN_ANALYZER_UNITS_H_

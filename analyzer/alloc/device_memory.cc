@@ -9,15 +9,6 @@
 namespace memplan::alloc {
 namespace {
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
-
 DeviceMemory Preset(const char* name, int64_t capacity, int64_t cublas) {
   DeviceMemory d;
   d.name = name;

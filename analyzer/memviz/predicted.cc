@@ -101,37 +101,31 @@ bool PredictSnapshot(const Graph& g, const Program& program, const SimResult& si
 }
 
 std::vector<int64_t> ReservedDuringSteps(const alloc::ReplayTrace& trace, int num_steps) {
+  // The bytes an entry adds to what is reserved.
+  auto change = [](const TraceEntry& e) -> int64_t {
+    switch (e.action) {
+      case TraceEntry::Action::kSegmentAlloc:
+      case TraceEntry::Action::kSegmentMap:
+        return e.size;
+      case TraceEntry::Action::kSegmentFree:
+      case TraceEntry::Action::kSegmentUnmap:
+        return -e.size;
+      default:
+        return 0;
+    }
+  };
   std::vector<int64_t> during(std::max(num_steps, 0), -1);
   int last = 0;
   for (const alloc::ReplayEvent& e : trace.events) last = std::max(last, e.iteration);
-  int64_t reserved = 0;
+  int64_t reserved = 0, at_start = 0;  // at_start: before the last iteration
   for (const alloc::ReplayEvent& e : trace.events) {
-    switch (e.entry.action) {
-      case TraceEntry::Action::kSegmentAlloc:
-      case TraceEntry::Action::kSegmentMap:
-        reserved += e.entry.size;
-        break;
-      case TraceEntry::Action::kSegmentFree:
-      case TraceEntry::Action::kSegmentUnmap:
-        reserved -= e.entry.size;
-        break;
-      default:
-        break;
-    }
+    if (e.iteration < last) at_start += change(e.entry);
+    reserved += change(e.entry);
     if (e.iteration == last && e.step >= 0 && e.step < num_steps)
       during[e.step] = std::max(during[e.step], reserved);
   }
   // Steps without events hold what the step before held (or the start).
-  int64_t held = 0;
-  for (const alloc::ReplayEvent& e : trace.events) {
-    if (e.iteration == last) break;
-    if (e.entry.action == TraceEntry::Action::kSegmentAlloc ||
-        e.entry.action == TraceEntry::Action::kSegmentMap)
-      held += e.entry.size;
-    else if (e.entry.action == TraceEntry::Action::kSegmentFree ||
-             e.entry.action == TraceEntry::Action::kSegmentUnmap)
-      held -= e.entry.size;
-  }
+  int64_t held = at_start;
   for (int64_t& d : during) {
     if (d < 0) d = held;
     held = d;
