@@ -70,6 +70,11 @@ def row(memplan, model, batch, tmp):
 
 def markdown(rows):
     lines = [
+        "Predicted, no GPU ran. Traced for an H100 (`export --device h100 --static`); "
+        "reserved: PyTorch's caching allocator model, second training step, with the 32 MiB "
+        "cuBLAS workspace it holds on sm90; in brackets, above the allocated peak of the same "
+        "column group. Plans: `plan --budget-of allocated` at 70% of the allocated peak.",
+        "",
         "| model | batch | allocated peak | reserved (default) | reserved (expandable) | "
         "70% plan: allocated | reserved (default) | reserved (expandable) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|"]
