@@ -450,6 +450,32 @@ TEST_CASE("alloc.errors: bad ids and 0-byte requests") {
   CHECK(error == "malloc of id 2: negative size -1");
 }
 
+TEST_CASE("alloc.ids: negative, huge and dense ids live in one namespace") {
+  CachingAllocator a{Config{}};
+  std::string error;
+  const int64_t huge = int64_t{1} << 40;
+  MustMalloc(a, -7, 1000);
+  MustMalloc(a, huge, 1000);
+  MustMalloc(a, 100000, 1000);  // above the first dense ids
+  for (int64_t id = 0; id < 30000; ++id) MustMalloc(a, id, id % 2 == 0 ? 0 : 512);
+  MustMalloc(a, 150000, 1000);  // now ids up to 150000 are looked up densely
+  CHECK_FALSE(a.Malloc(100000, 5, &error));
+  CHECK(error == "malloc of id 100000: id is already live");
+  CHECK_FALSE(a.Malloc(-7, 5, &error));
+  CHECK_FALSE(a.Malloc(huge, 5, &error));
+  CHECK_FALSE(a.Malloc(29998, 5, &error));  // a live 0-byte id
+  for (int64_t id : {int64_t{-7}, huge, int64_t{100000}, int64_t{150000}}) MustFree(a, id);
+  for (int64_t id = 0; id < 30000; ++id) MustFree(a, id);
+  CHECK_FALSE(a.Free(100000, &error));
+  CHECK(error == "free of id 100000: id is not live");
+  CHECK_FALSE(a.Free(huge, &error));
+  CHECK_FALSE(a.Free(0, &error));
+  MustMalloc(a, 100000, 1000);
+  MustMalloc(a, huge, 1000);
+  CHECK(a.stats().allocated_bytes.current == 2 * 1024);
+  CHECK(a.stats().allocation.current == 2);
+}
+
 TEST_CASE("alloc.replay reports the failing event") {
   using K = Event::Kind;
   Stats stats;

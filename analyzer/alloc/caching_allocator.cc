@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <iterator>
+#include <utility>
+#include <vector>
 
 #include "analyzer/units.h"
 
@@ -122,34 +124,112 @@ void CachingAllocator::NoteReservedPeak() {
 
 // ---- block bookkeeping -------------------------------------------------------
 
-CachingAllocator::Block* CachingAllocator::FindBlock(int64_t address) {
-  auto it = blocks_.find(address);
-  return it == blocks_.end() ? nullptr : &it->second;
+CachingAllocator::BlockId CachingAllocator::LiveIds::Find(int64_t id) const {
+  if (id >= 0 && id < static_cast<int64_t>(dense_.size()) && dense_[id] != kNoBlock) {
+    return dense_[id];
+  }
+  if (sparse_.empty()) return kNoBlock;
+  auto it = sparse_.find(id);
+  return it == sparse_.end() ? kNoBlock : it->second;
 }
 
-CachingAllocator::Block* CachingAllocator::PrevInSegment(const Block& block) {
-  auto it = blocks_.find(block.address);
-  if (it == blocks_.begin()) return nullptr;
-  --it;
-  return it->second.segment == block.segment ? &it->second : nullptr;
+void CachingAllocator::LiveIds::Insert(int64_t id, BlockId block) {
+  constexpr int64_t kMinDenseSize = int64_t{1} << 16;
+  const auto size = static_cast<int64_t>(dense_.size());
+  // At most 4 slots per id ever put in the table, + kMinDenseSize.
+  const int64_t limit = 4 * (dense_inserts_ + 1) + kMinDenseSize;
+  if (id >= size && id < limit)
+    dense_.resize(std::min(std::max(id + 1, 2 * size), limit), kNoBlock);
+  if (id >= 0 && id < static_cast<int64_t>(dense_.size())) {
+    dense_[id] = block;
+    ++dense_inserts_;
+  } else {
+    sparse_[id] = block;
+  }
 }
 
-CachingAllocator::Block* CachingAllocator::NextInSegment(const Block& block) {
-  auto it = std::next(blocks_.find(block.address));
-  if (it == blocks_.end()) return nullptr;
-  return it->second.segment == block.segment ? &it->second : nullptr;
+void CachingAllocator::LiveIds::Erase(int64_t id) {
+  if (id >= 0 && id < static_cast<int64_t>(dense_.size()) && dense_[id] != kNoBlock) {
+    dense_[id] = kNoBlock;
+  } else {
+    sparse_.erase(id);
+  }
 }
 
-bool CachingAllocator::IsSplit(const Block& block) {
-  return PrevInSegment(block) != nullptr || NextInSegment(block) != nullptr;
+void* CachingAllocator::NodeRecycler::do_allocate(size_t bytes, size_t alignment) {
+  if (node_bytes_ == 0) node_bytes_ = bytes;
+  if (bytes != node_bytes_ || free_nodes_ == nullptr) return arena_.allocate(bytes, alignment);
+  void* node = free_nodes_;
+  free_nodes_ = *static_cast<void**>(node);
+  return node;
 }
 
-bool CachingAllocator::IsExpandable(const Block& block) const {
-  return segments_.at(block.segment).expandable;
+void CachingAllocator::NodeRecycler::do_deallocate(void* node, size_t bytes, size_t) {
+  if (bytes != node_bytes_) return;  // the arena frees it at the end
+  *static_cast<void**>(node) = free_nodes_;
+  free_nodes_ = node;
 }
 
-CachingAllocator::PoolIndex CachingAllocator::PoolOf(const Block& block) const {
-  return segments_.at(block.segment).pool;
+CachingAllocator::BlockId CachingAllocator::NewBlock(const Block& block) {
+  if (free_block_slots_.empty()) {
+    blocks_.push_back(block);
+    return static_cast<BlockId>(blocks_.size() - 1);
+  }
+  const BlockId id = free_block_slots_.back();
+  free_block_slots_.pop_back();
+  blocks_[id] = block;
+  return id;
+}
+
+void CachingAllocator::DeleteBlock(BlockId block) { free_block_slots_.push_back(block); }
+
+// Cuts `block` at `lower_size`: it keeps the lower part; the upper part, a
+// new unallocated block linked after it, is returned (not in a free set).
+CachingAllocator::BlockId CachingAllocator::SplitBlock(BlockId block, int64_t lower_size) {
+  Block upper = blocks_[block];
+  upper.address += lower_size;
+  upper.size -= lower_size;
+  upper.requested_size = 0;
+  upper.gc_count_base = 0;
+  upper.allocated = false;
+  upper.prev = block;
+  const BlockId id = NewBlock(upper);
+  Block& lower = blocks_[block];
+  if (lower.next != kNoBlock) blocks_[lower.next].prev = id;
+  lower.next = id;
+  lower.size = lower_size;
+  return id;
+}
+
+// Unlinks `block` from its segment and deletes it.
+void CachingAllocator::UnlinkBlock(BlockId block) {
+  const Block& b = blocks_[block];
+  if (b.prev != kNoBlock) blocks_[b.prev].next = b.next;
+  if (b.next != kNoBlock) blocks_[b.next].prev = b.prev;
+  DeleteBlock(block);
+}
+
+CachingAllocator::SegmentId CachingAllocator::NewSegment(const Segment& segment) {
+  SegmentId id;
+  if (free_segment_slots_.empty()) {
+    id = static_cast<SegmentId>(segments_.size());
+    segments_.push_back(segment);
+  } else {
+    id = free_segment_slots_.back();
+    free_segment_slots_.pop_back();
+    segments_[id] = segment;
+  }
+  segments_[id].live = true;
+  return id;
+}
+
+void CachingAllocator::DeleteSegment(SegmentId segment) {
+  segments_[segment].live = false;
+  free_segment_slots_.push_back(segment);
+}
+
+bool CachingAllocator::IsSplit(BlockId block) const {
+  return blocks_[block].prev != kNoBlock || blocks_[block].next != kNoBlock;
 }
 
 int64_t CachingAllocator::PageSize(PoolIndex pool) const {
@@ -161,53 +241,55 @@ bool CachingAllocator::GcEnabled() const {
 }
 
 // BlockPool::insert_into_blocks: also stamps the block's gc age base.
-void CachingAllocator::InsertFree(Block* block) {
-  const PoolIndex pool = PoolOf(*block);
-  block->gc_count_base = get_free_block_calls_[pool];
-  free_[pool].insert({block->size, block->address});
+void CachingAllocator::InsertFree(BlockId block) {
+  Block& b = blocks_[block];
+  b.gc_count_base = get_free_block_calls_[b.pool];
+  free_[b.pool].insert({b.size, b.address, block});
 }
 
-void CachingAllocator::EraseFree(const Block& block) {
-  free_[PoolOf(block)].erase({block.size, block.address});
+void CachingAllocator::EraseFree(BlockId block) {
+  const Block& b = blocks_[block];
+  free_[b.pool].erase({b.size, b.address, block});
 }
 
 // ---- malloc path -------------------------------------------------------------
 
 // get_free_block: best fit by (size, address), with the max_split_size rules.
-CachingAllocator::Block* CachingAllocator::GetFreeBlock(PoolIndex pool, int64_t size) {
+CachingAllocator::BlockId CachingAllocator::GetFreeBlock(PoolIndex pool, int64_t size) {
   if (GcEnabled()) ++get_free_block_calls_[pool];
   FreeSet& blocks = free_[pool];
-  auto it = blocks.lower_bound({size, kLowestAddress});
-  if (it == blocks.end()) return nullptr;
-  if (IsExpandable(*FindBlock(it->second))) {
+  auto it = blocks.lower_bound({size, kLowestAddress, kNoBlock});
+  if (it == blocks.end()) return kNoBlock;
+  if (blocks_[it->block].expandable) {
     // A block before the unmapped tail counts as the size it can grow to.
     auto expandable_size = [&](FreeSet::iterator at) {
-      Block* b = FindBlock(at->second);
-      Block* next = NextInSegment(*b);
-      return b->size + (next != nullptr && !next->mapped ? next->size : 0);
+      const Block& b = blocks_[at->block];
+      const bool unmapped_next = b.next != kNoBlock && !blocks_[b.next].mapped;
+      return b.size + (unmapped_next ? blocks_[b.next].size : 0);
     };
     auto next = std::next(it);
-    while (IsExpandable(*FindBlock(it->second)) && next != blocks.end() &&
+    while (blocks_[it->block].expandable && next != blocks.end() &&
            expandable_size(next) < expandable_size(it)) {
       it = next++;
     }
   }
-  const int64_t found = it->first;
+  const int64_t found = it->size;
   // Do not return an oversize block for a request below max_split_size.
-  if (size < config_.max_split_size && found >= config_.max_split_size) return nullptr;
+  if (size < config_.max_split_size && found >= config_.max_split_size) return kNoBlock;
   // An oversize request may take an oversize block only within the slack.
   if (size >= config_.max_split_size && found >= size + config_.max_non_split_rounding) {
-    return nullptr;
+    return kNoBlock;
   }
-  Block* block = FindBlock(it->second);
+  const BlockId block = it->block;
   blocks.erase(it);
   return block;
 }
 
 // should_split.
-bool CachingAllocator::ShouldSplit(const Block& block, int64_t size) const {
-  const int64_t remaining = block.size - size;
-  if (PoolOf(block) == kSmallPool || config_.expandable_segments) {
+bool CachingAllocator::ShouldSplit(BlockId block, int64_t size) const {
+  const Block& b = blocks_[block];
+  const int64_t remaining = b.size - size;
+  if (b.pool == kSmallPool || config_.expandable_segments) {
     return remaining >= config_.min_block_size;
   }
   return size < config_.max_split_size && remaining > config_.small_size;
@@ -215,86 +297,91 @@ bool CachingAllocator::ShouldSplit(const Block& block, int64_t size) const {
 
 // alloc_block: a new cudaMalloc'd segment (or expandable pages). The block
 // returned is not in the free set.
-CachingAllocator::Block* CachingAllocator::AllocBlock(PoolIndex pool, int64_t size,
-                                                      int64_t alloc_size, bool is_retry) {
+CachingAllocator::BlockId CachingAllocator::AllocBlock(PoolIndex pool, int64_t size,
+                                                       int64_t alloc_size, bool is_retry) {
   if (is_retry) ++stats_.num_alloc_retries;
   if (config_.device_capacity > 0 &&
       stats_.reserved_bytes.current + alloc_size > config_.device_capacity) {
-    return nullptr;
+    return kNoBlock;
   }
   if (config_.expandable_segments) return AllocExpandable(pool, size);
-  const int64_t id = next_segment_id_++;
-  segments_[id] = Segment{next_address_, alloc_size, pool, /*expandable=*/false};
-  Block& block = blocks_[next_address_];
-  block = Block{next_address_, alloc_size, 0, id};
+  const SegmentId segment =
+      NewSegment({.address = next_address_, .size = alloc_size, .pool = pool});
+  const BlockId block =
+      NewBlock({.address = next_address_, .size = alloc_size, .segment = segment, .pool = pool});
+  segments_[segment].head = block;
+  Record(TraceEntry::Action::kSegmentAlloc, next_address_, alloc_size);
   next_address_ += alloc_size;
   Grow(&stats_.segment, 1);
   Grow(&stats_.reserved_bytes, alloc_size);
   ++stats_.num_device_alloc;
-  Record(TraceEntry::Action::kSegmentAlloc, block.address, alloc_size);
-  return &block;
+  return block;
 }
 
 // try_allocate_expandable_block + find_expandable_block: the lowest address,
 // over the pool's expandable segments, where a free block and/or unmapped
 // pages make room for `size`; a new segment when none has room.
-CachingAllocator::Block* CachingAllocator::AllocExpandable(PoolIndex pool, int64_t size) {
-  auto allocatable = [](const Block* b) { return b != nullptr && !b->allocated; };
-  Block* candidate = nullptr;
-  for (int64_t id : expandable_segments_[pool]) {
-    const Segment& segment = segments_.at(id);
-    for (auto it = blocks_.lower_bound(segment.address);
-         candidate == nullptr && it != blocks_.end() && it->first < segment.address + segment.size;
-         ++it) {
-      if (it->second.mapped) continue;
-      Block* c = &it->second;
-      if (Block* prev = PrevInSegment(*c); allocatable(prev)) c = prev;
+CachingAllocator::BlockId CachingAllocator::AllocExpandable(PoolIndex pool, int64_t size) {
+  auto allocatable = [&](BlockId b) { return b != kNoBlock && !blocks_[b].allocated; };
+  BlockId candidate = kNoBlock;
+  for (SegmentId segment : expandable_segments_[pool]) {
+    for (BlockId at = segments_[segment].head; candidate == kNoBlock && at != kNoBlock;
+         at = blocks_[at].next) {
+      if (blocks_[at].mapped) continue;
+      BlockId c = at;
+      if (allocatable(blocks_[c].prev)) c = blocks_[c].prev;
       int64_t bytes = 0;
-      for (Block* b = c; bytes < size && allocatable(b); b = NextInSegment(*b)) bytes += b->size;
+      for (BlockId b = c; bytes < size && allocatable(b); b = blocks_[b].next) {
+        bytes += blocks_[b].size;
+      }
       if (bytes >= size) candidate = c;
     }
-    if (candidate != nullptr) break;
+    if (candidate != kNoBlock) break;
   }
-  if (candidate == nullptr) {
-    const int64_t id = next_segment_id_++;
+  if (candidate == kNoBlock) {
     const int64_t page = PageSize(pool);
     // Whole pages of address space, at least enough for this request.
     const int64_t virtual_size = RoundUp(std::max(config_.expandable_virtual_size, size), page);
-    segments_[id] = Segment{next_address_, virtual_size, pool, /*expandable=*/true};
-    candidate = &blocks_[next_address_];
-    *candidate = Block{next_address_, virtual_size, 0, id, false, /*mapped=*/false};
+    const SegmentId segment = NewSegment(
+        {.address = next_address_, .size = virtual_size, .pool = pool, .expandable = true});
+    candidate = NewBlock({.address = next_address_,
+                          .size = virtual_size,
+                          .segment = segment,
+                          .pool = pool,
+                          .expandable = true,
+                          .mapped = false});
+    segments_[segment].head = candidate;
     next_address_ += virtual_size;
-    expandable_segments_[pool].push_back(id);
+    expandable_segments_[pool].push_back(segment);
   }
-  if (!candidate->mapped && !MapBlock(candidate, std::min(candidate->size, size), &candidate)) {
-    return nullptr;
+  if (!blocks_[candidate].mapped &&
+      !MapBlock(candidate, std::min(blocks_[candidate].size, size), &candidate)) {
+    return kNoBlock;
   }
-  while (candidate->size < size) {
-    Block* next = NextInSegment(*candidate);
-    if (!MapBlock(next, std::min(size - candidate->size, next->size), &candidate)) return nullptr;
+  while (blocks_[candidate].size < size) {
+    const BlockId next = blocks_[candidate].next;
+    if (!MapBlock(next, std::min(size - blocks_[candidate].size, blocks_[next].size), &candidate)) {
+      return kNoBlock;
+    }
   }
-  EraseFree(*candidate);
+  EraseFree(candidate);
   return candidate;
 }
 
 // map_block: backs the first `size` bytes (rounded up to pages) of the
 // unmapped block with memory, merges with free neighbours, caches the result.
-bool CachingAllocator::MapBlock(Block* to_map, int64_t size, Block** mapped) {
-  const int64_t page = PageSize(segments_.at(to_map->segment).pool);
-  const int64_t mapped_size = std::min(RoundUp(size, page), to_map->size);
+bool CachingAllocator::MapBlock(BlockId to_map, int64_t size, BlockId* mapped) {
+  const int64_t page = PageSize(blocks_[to_map].pool);
+  const int64_t mapped_size = std::min(RoundUp(size, page), blocks_[to_map].size);
   if (config_.device_capacity > 0 &&
       stats_.reserved_bytes.current + mapped_size > config_.device_capacity) {
     return false;  // cuMemCreate out of memory
   }
-  if (mapped_size < to_map->size) {
-    const int64_t rest = to_map->address + mapped_size;
-    blocks_[rest] = Block{rest, to_map->size - mapped_size, 0, to_map->segment, false, false};
-    to_map->size = mapped_size;
-  }
-  to_map->mapped = true;
-  Record(TraceEntry::Action::kSegmentMap, to_map->address, mapped_size);
-  TryMergeBlocks(&to_map, PrevInSegment(*to_map));
-  TryMergeBlocks(&to_map, NextInSegment(*to_map));
+  if (mapped_size < blocks_[to_map].size) SplitBlock(to_map, mapped_size);  // rest: unmapped
+  blocks_[to_map].mapped = true;
+  Record(TraceEntry::Action::kSegmentMap, blocks_[to_map].address, mapped_size);
+  TryMergeBlocks(&to_map, blocks_[to_map].prev);
+  TryMergeBlocks(&to_map, blocks_[to_map].next);
   InsertFree(to_map);
   Grow(&stats_.reserved_bytes, mapped_size);
   ++stats_.num_device_alloc;
@@ -303,53 +390,51 @@ bool CachingAllocator::MapBlock(Block* to_map, int64_t size, Block** mapped) {
 }
 
 // try_merge_blocks: `src` (a neighbour) is absorbed when free and equally
-// mapped; *dst then points at the merged block. Returns the bytes subsumed.
-int64_t CachingAllocator::TryMergeBlocks(Block** dst, Block* src) {
-  Block* d = *dst;
-  if (src == nullptr || src->allocated || src->mapped != d->mapped) return 0;
-  if (src->mapped) EraseFree(*src);
-  const int64_t subsumed = src->size;
-  if (src->address < d->address) {  // [src dst]: the lower block survives
-    src->size += d->size;
-    src->requested_size = d->requested_size;
-    blocks_.erase(d->address);
+// mapped; *dst then names the merged block. Returns the bytes subsumed.
+int64_t CachingAllocator::TryMergeBlocks(BlockId* dst, BlockId src) {
+  if (src == kNoBlock) return 0;
+  Block& s = blocks_[src];
+  Block& d = blocks_[*dst];
+  if (s.allocated || s.mapped != d.mapped) return 0;
+  if (s.mapped) EraseFree(src);
+  const int64_t subsumed = s.size;
+  if (s.address < d.address) {  // [src dst]: the lower block survives
+    s.size += d.size;
+    s.requested_size = d.requested_size;
+    UnlinkBlock(*dst);
     *dst = src;
   } else {  // [dst src]
-    d->size += subsumed;
-    blocks_.erase(src->address);
+    d.size += subsumed;
+    UnlinkBlock(src);
   }
   return subsumed;
 }
 
 // alloc_found_block: splits off the remainder when asked, updates stats.
-CachingAllocator::Block* CachingAllocator::AllocFoundBlock(Block* block, int64_t size,
-                                                           int64_t requested, bool split) {
-  const bool already_split = IsSplit(*block);
-  const bool expandable = IsExpandable(*block);
+void CachingAllocator::AllocFoundBlock(BlockId block, int64_t size, int64_t requested, bool split) {
+  const bool already_split = IsSplit(block);
+  const bool expandable = blocks_[block].expandable;
   if (split) {
-    const int64_t rest = block->address + size;
-    Block& remaining = blocks_[rest];
-    remaining = Block{rest, block->size - size, 0, block->segment};
-    block->size = size;
-    InsertFree(&remaining);
+    const BlockId remaining = SplitBlock(block, size);
+    InsertFree(remaining);
     if (already_split && !expandable) {
       Shrink(&stats_.inactive_split_bytes, size);  // a split free block shrank
     } else if (!expandable) {
-      Grow(&stats_.inactive_split_bytes, remaining.size);  // a new split free block
+      Grow(&stats_.inactive_split_bytes, blocks_[remaining].size);  // a new split free block
       Grow(&stats_.inactive_split, 1);
     }
   } else if (already_split && !expandable) {
-    Shrink(&stats_.inactive_split_bytes, block->size);  // a split free block is used
+    Shrink(&stats_.inactive_split_bytes, blocks_[block].size);  // a split free block is used
     Shrink(&stats_.inactive_split, 1);
   }
-  block->allocated = true;
-  block->requested_size = requested;
+  Block& b = blocks_[block];
+  b.allocated = true;
+  b.requested_size = requested;
   Grow(&stats_.allocation, 1);
-  Grow(&stats_.allocated_bytes, block->size);
+  Grow(&stats_.allocated_bytes, b.size);
   Grow(&stats_.active, 1);
-  Grow(&stats_.active_bytes, block->size);
+  Grow(&stats_.active_bytes, b.size);
   Grow(&stats_.requested_bytes, requested);
-  return block;
 }
 
 bool CachingAllocator::Malloc(int64_t id, int64_t bytes, std::string* error) {
@@ -357,31 +442,31 @@ bool CachingAllocator::Malloc(int64_t id, int64_t bytes, std::string* error) {
     *error = fmt::format("malloc of id {}: negative size {}", id, bytes);
     return false;
   }
-  if (live_.count(id) != 0 || live_empty_.count(id) != 0) {
+  if (live_.Find(id) != kNoBlock) {
     *error = fmt::format("malloc of id {}: id is already live", id);
     return false;
   }
   if (bytes == 0) {
-    live_empty_.insert(id);
+    live_.Insert(id, kZeroBytes);
     return true;
   }
   const int64_t size = RoundSize(config_, bytes);
   const PoolIndex pool = size <= config_.small_size ? kSmallPool : kLargePool;  // get_pool
   const int64_t alloc_size = AllocationSize(config_, size);
 
-  Block* block = GetFreeBlock(pool, size);
-  if (block == nullptr) {
+  BlockId block = GetFreeBlock(pool, size);
+  if (block == kNoBlock) {
     if (GcEnabled()) GarbageCollectCachedBlocks();
     block = AllocBlock(pool, size, alloc_size, /*is_retry=*/false);
-    if (block == nullptr && ReleaseAvailableCachedBlocks(pool, size)) {
+    if (block == kNoBlock && ReleaseAvailableCachedBlocks(pool, size)) {
       block = AllocBlock(pool, size, alloc_size, /*is_retry=*/false);
     }
-    if (block == nullptr) {
+    if (block == kNoBlock) {
       ReleaseCachedBlocks();
       block = AllocBlock(pool, size, alloc_size, /*is_retry=*/true);
     }
   }
-  if (block == nullptr) {
+  if (block == kNoBlock) {
     ++stats_.num_ooms;
     Record(TraceEntry::Action::kOom,
            std::max<int64_t>(0, config_.device_capacity - stats_.reserved_bytes.current), size);
@@ -393,9 +478,9 @@ bool CachingAllocator::Malloc(int64_t id, int64_t bytes, std::string* error) {
     NoteReservedPeak();
     return false;
   }
-  block = AllocFoundBlock(block, size, bytes, ShouldSplit(*block, size));
-  live_[id] = block->address;
-  Record(TraceEntry::Action::kAlloc, block->address, bytes, id);
+  AllocFoundBlock(block, size, bytes, ShouldSplit(block, size));
+  live_.Insert(id, block);
+  Record(TraceEntry::Action::kAlloc, blocks_[block].address, bytes, id);
   NoteReservedPeak();
   return true;
 }
@@ -403,44 +488,43 @@ bool CachingAllocator::Malloc(int64_t id, int64_t bytes, std::string* error) {
 // ---- free path ---------------------------------------------------------------
 
 bool CachingAllocator::Free(int64_t id, std::string* error) {
-  if (live_empty_.erase(id) != 0) return true;
-  auto it = live_.find(id);
-  if (it == live_.end()) {
+  const BlockId block = live_.Find(id);
+  if (block == kNoBlock) {
     *error = fmt::format("free of id {}: id is not live", id);
     return false;
   }
-  Block* block = FindBlock(it->second);
-  live_.erase(it);
-  Record(TraceEntry::Action::kFreeRequested, block->address, block->requested_size, id);
-  Record(TraceEntry::Action::kFreeCompleted, block->address, block->requested_size, id);
+  live_.Erase(id);
+  if (block == kZeroBytes) return true;
+  const Block& b = blocks_[block];
+  Record(TraceEntry::Action::kFreeRequested, b.address, b.requested_size, id);
+  Record(TraceEntry::Action::kFreeCompleted, b.address, b.requested_size, id);
   Shrink(&stats_.allocation, 1);
-  Shrink(&stats_.allocated_bytes, block->size);
+  Shrink(&stats_.allocated_bytes, b.size);
   FreeBlock(block);
   return true;
 }
 
 // free_block: merge with free neighbours, cache, update inactive_split.
-void CachingAllocator::FreeBlock(Block* block) {
-  const int64_t original_size = block->size;
-  const int64_t requested = block->requested_size;
-  block->allocated = false;
-  block->requested_size = 0;
+void CachingAllocator::FreeBlock(BlockId block) {
+  Block& b = blocks_[block];
+  const int64_t original_size = b.size;
+  const int64_t requested = b.requested_size;
+  b.allocated = false;
+  b.requested_size = 0;
   int64_t net_split_blocks = 0;
   int64_t net_split_bytes = 0;
-  Block* prev = PrevInSegment(*block);
-  Block* next = NextInSegment(*block);
-  for (Block* candidate : {prev, next}) {
+  for (const BlockId candidate : {b.prev, b.next}) {
     if (const int64_t subsumed = TryMergeBlocks(&block, candidate); subsumed > 0) {
       net_split_blocks -= 1;
       net_split_bytes -= subsumed;
     }
   }
   InsertFree(block);
-  if (IsSplit(*block)) {
+  if (IsSplit(block)) {
     net_split_blocks += 1;
-    net_split_bytes += block->size;
+    net_split_bytes += blocks_[block].size;
   }
-  if (!IsExpandable(*block)) {
+  if (!blocks_[block].expandable) {
     Grow(&stats_.inactive_split, net_split_blocks);
     Grow(&stats_.inactive_split_bytes, net_split_bytes);
   }
@@ -452,71 +536,62 @@ void CachingAllocator::FreeBlock(Block* block) {
 // ---- releasing cached memory ---------------------------------------------------
 
 // release_block: cudaFree of a whole, free, non-expandable segment.
-void CachingAllocator::ReleaseBlock(Block* block) {
-  Record(TraceEntry::Action::kSegmentFree, block->address, block->size);
-  EraseFree(*block);
+void CachingAllocator::ReleaseBlock(BlockId block) {
+  const Block& b = blocks_[block];
+  Record(TraceEntry::Action::kSegmentFree, b.address, b.size);
+  EraseFree(block);
   Shrink(&stats_.segment, 1);
-  Shrink(&stats_.reserved_bytes, block->size);
+  Shrink(&stats_.reserved_bytes, b.size);
   ++stats_.num_device_free;
-  segments_.erase(block->segment);
-  blocks_.erase(block->address);
+  DeleteSegment(b.segment);
+  DeleteBlock(block);
 }
 
 // unmap_block: unmaps the whole pages inside a free expandable block.
-void CachingAllocator::UnmapBlock(Block* block) {
-  const Segment& segment = segments_.at(block->segment);
+void CachingAllocator::UnmapBlock(BlockId block) {
+  const Segment& segment = segments_[blocks_[block].segment];
   const int64_t page = PageSize(segment.pool);
-  const int64_t begin = segment.address + RoundUp(block->address - segment.address, page);
-  const int64_t end =
-      segment.address + (block->address + block->size - segment.address) / page * page;
+  const int64_t address = blocks_[block].address;
+  const int64_t block_end = address + blocks_[block].size;
+  const int64_t begin = segment.address + RoundUp(address - segment.address, page);
+  const int64_t end = segment.address + (block_end - segment.address) / page * page;
   if (begin >= end) return;
-  EraseFree(*block);
-  const int64_t block_end = block->address + block->size;
-  if (block_end > end) {
-    Block& after = blocks_[end];
-    after = Block{end, block_end - end, 0, block->segment};
-    InsertFree(&after);
+  EraseFree(block);
+  if (block_end > end) InsertFree(SplitBlock(block, end - address));  // mapped tail
+  BlockId unmapped = block;
+  if (begin > address) {
+    unmapped = SplitBlock(block, begin - address);
+    InsertFree(block);  // mapped head
   }
-  Block* unmapped = block;
-  if (begin > block->address) {
-    block->size = begin - block->address;
-    InsertFree(block);
-    unmapped = &blocks_[begin];
-    *unmapped = Block{begin, end - begin, 0, block->segment};
-  } else {
-    block->size = end - begin;
-  }
-  unmapped->mapped = false;
+  blocks_[unmapped].mapped = false;
   Record(TraceEntry::Action::kSegmentUnmap, begin, end - begin);
-  TryMergeBlocks(&unmapped, PrevInSegment(*unmapped));
-  TryMergeBlocks(&unmapped, NextInSegment(*unmapped));
+  TryMergeBlocks(&unmapped, blocks_[unmapped].prev);
+  TryMergeBlocks(&unmapped, blocks_[unmapped].next);
   Shrink(&stats_.reserved_bytes, end - begin);
   ++stats_.num_device_free;
 }
 
 // release_blocks: frees all unsplit free segments, unmaps expandable pages.
 void CachingAllocator::ReleaseBlocks(PoolIndex pool) {
-  std::vector<int64_t> to_release;
-  std::vector<int64_t> to_unmap;
-  for (const auto& [size, address] : free_[pool]) {
-    const Block& block = blocks_.at(address);
-    if (IsExpandable(block)) {
-      to_unmap.push_back(address);
-    } else if (!IsSplit(block)) {
-      to_release.push_back(address);
+  std::vector<BlockId> to_release;
+  std::vector<BlockId> to_unmap;
+  for (const FreeEntry& entry : free_[pool]) {
+    if (blocks_[entry.block].expandable) {
+      to_unmap.push_back(entry.block);
+    } else if (!IsSplit(entry.block)) {
+      to_release.push_back(entry.block);
     }
   }
-  for (int64_t address : to_release) ReleaseBlock(FindBlock(address));
-  for (int64_t address : to_unmap) {
-    Block* block = FindBlock(address);
-    const int64_t segment = block->segment;
+  for (BlockId block : to_release) ReleaseBlock(block);
+  for (BlockId block : to_unmap) {
+    const SegmentId segment = blocks_[block].segment;
     UnmapBlock(block);
     // release_expandable_segment: a segment with no page left goes away.
-    const Segment& info = segments_.at(segment);
-    const Block& first = blocks_.at(info.address);
+    const Segment& info = segments_[segment];
+    const Block& first = blocks_[info.head];
     if (!first.mapped && first.size == info.size) {
-      blocks_.erase(info.address);
-      segments_.erase(segment);
+      DeleteBlock(info.head);
+      DeleteSegment(segment);
       std::erase(expandable_segments_[pool], segment);
     }
   }
@@ -537,24 +612,24 @@ bool CachingAllocator::ReleaseAvailableCachedBlocks(PoolIndex pool, int64_t size
   FreeSet& blocks = free_[pool];
   const int64_t key = std::max(size, config_.max_split_size);
   auto releasable = [&](FreeSet::iterator at) {
-    const Block& b = blocks_.at(at->second);
-    return !IsExpandable(b) && !IsSplit(b);  // PyTorch assumes oversize => whole
+    // PyTorch assumes oversize => whole.
+    return !blocks_[at->block].expandable && !IsSplit(at->block);
   };
-  auto it = blocks.lower_bound({key, kLowestAddress});
+  auto it = blocks.lower_bound({key, kLowestAddress, kNoBlock});
   if (it != blocks.end()) {
     if (!releasable(it)) return false;
-    ReleaseBlock(FindBlock(it->second));
+    ReleaseBlock(it->block);
     return true;
   }
   if (it == blocks.begin()) return false;
   int64_t released = 0;
   --it;  // the largest block
-  while (released < key && it->first >= config_.max_split_size && releasable(it)) {
-    const auto current = it;
-    released += current->first;
+  while (released < key && it->size >= config_.max_split_size && releasable(it)) {
+    const BlockId current = it->block;
+    released += it->size;
     const bool at_begin = it == blocks.begin();
     if (!at_begin) --it;
-    ReleaseBlock(FindBlock(current->second));
+    ReleaseBlock(current);
     if (at_begin) break;
   }
   return released >= key;
@@ -569,14 +644,15 @@ void CachingAllocator::GarbageCollectCachedBlocks() {
   const int64_t reserved = stats_.reserved_bytes.current;
   if (reserved <= threshold) return;
   const int64_t target = reserved - threshold;
-  auto age = [&](const Block& b) { return get_free_block_calls_[kLargePool] - b.gc_count_base; };
-  auto freeable = [&](const Block& b) { return !IsExpandable(b) && !IsSplit(b); };
+  auto age = [&](BlockId b) {
+    return get_free_block_calls_[kLargePool] - blocks_[b].gc_count_base;
+  };
+  auto freeable = [&](BlockId b) { return !blocks_[b].expandable && !IsSplit(b); };
   int64_t total_age = 0;
   int64_t freeable_count = 0;
-  for (const auto& [size, address] : free_[kLargePool]) {
-    const Block& b = blocks_.at(address);
-    if (freeable(b)) {
-      total_age += age(b);
+  for (const FreeEntry& entry : free_[kLargePool]) {
+    if (freeable(entry.block)) {
+      total_age += age(entry.block);
       ++freeable_count;
     }
   }
@@ -586,14 +662,13 @@ void CachingAllocator::GarbageCollectCachedBlocks() {
     const double age_threshold =
         static_cast<double>(total_age) / static_cast<double>(freeable_count);
     freed = false;
-    std::vector<int64_t> addresses;
-    for (const auto& [size, address] : free_[kLargePool]) addresses.push_back(address);
-    for (int64_t address : addresses) {
-      Block* b = FindBlock(address);
-      if (freeable(*b) && static_cast<double>(age(*b)) >= age_threshold) {
+    std::vector<BlockId> cached;
+    for (const FreeEntry& entry : free_[kLargePool]) cached.push_back(entry.block);
+    for (BlockId b : cached) {
+      if (freeable(b) && static_cast<double>(age(b)) >= age_threshold) {
         freed = true;
-        reclaimed += b->size;
-        total_age -= age(*b);
+        reclaimed += blocks_[b].size;
+        total_age -= age(b);
         --freeable_count;
         ReleaseBlock(b);
       }
@@ -606,18 +681,20 @@ void CachingAllocator::GarbageCollectCachedBlocks() {
 int64_t CachingAllocator::LargestFreeBlock() const {
   int64_t largest = 0;
   for (const FreeSet& blocks : free_) {
-    if (!blocks.empty()) largest = std::max(largest, blocks.rbegin()->first);
+    if (!blocks.empty()) largest = std::max(largest, blocks.rbegin()->size);
   }
   return largest;
 }
 
 std::vector<SegmentInfo> CachingAllocator::Segments() const {
   std::vector<SegmentInfo> result;
-  std::vector<std::pair<int64_t, int64_t>> by_address;  // (address, id)
-  for (const auto& [id, segment] : segments_) by_address.push_back({segment.address, id});
+  std::vector<std::pair<int64_t, SegmentId>> by_address;
+  for (SegmentId id = 0; id < static_cast<SegmentId>(segments_.size()); ++id) {
+    if (segments_[id].live) by_address.push_back({segments_[id].address, id});
+  }
   std::sort(by_address.begin(), by_address.end());
   for (const auto& [address, id] : by_address) {
-    const Segment& segment = segments_.at(id);
+    const Segment& segment = segments_[id];
     // snapshot(): one segment per run of contiguous mapped blocks (an
     // expandable segment with unmapped holes is several).
     SegmentInfo info;
@@ -630,9 +707,8 @@ std::vector<SegmentInfo> CachingAllocator::Segments() const {
       info.blocks.clear();
       info.total_size = info.allocated_size = 0;
     };
-    for (auto it = blocks_.lower_bound(address);
-         it != blocks_.end() && it->first < address + segment.size; ++it) {
-      const Block& b = it->second;
+    for (BlockId at = segment.head; at != kNoBlock; at = blocks_[at].next) {
+      const Block& b = blocks_[at];
       if (!b.mapped) {
         flush();
         continue;

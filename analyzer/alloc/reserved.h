@@ -23,8 +23,8 @@
 // second step on, is the maximum over the iterations.
 //
 // Complexity: O(n + num_steps) to bucket the events, then `iterations` * n
-// allocator events of O(log blocks) each (caching_allocator.h); memory O(n +
-// num_steps + blocks).
+// allocator events of O(log cached free blocks) each (caching_allocator.h);
+// memory O(iterations * n + num_steps + blocks).
 //
 // Where it falls short:
 //   - Everything caching_allocator.h lists (one stream, synthetic addresses).
