@@ -80,8 +80,14 @@ bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::st
   return true;
 }
 
-bool ResolveDeviceMemory(const std::string& name, const std::string& conf, alloc::DeviceMemory* out,
-                         std::string* err) {
+bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool* has_device,
+                         alloc::DeviceMemory* out, std::string* err) {
+  *has_device = !name.empty();
+  if (!*has_device) {
+    if (conf.empty()) return true;
+    *err = "--device-conf: needs --device (" + alloc::DeviceMemoryNames() + ")";
+    return false;
+  }
   if (!alloc::FindDeviceMemory(name, out)) {
     *err = "--device " + name + ": no memory preset for it; expected one of " +
            alloc::DeviceMemoryNames();

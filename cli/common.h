@@ -50,10 +50,11 @@ void AddOptimizerFlags(CLI::App* cmd, OptimizerFlags* flags);
 bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::string* err);
 
 // --device NAME / --device-conf TEXT: the whole device's memory
-// (alloc/device_memory.h). False with a message for an unknown name or bad
-// overrides; a conf without a device is an error.
-bool ResolveDeviceMemory(const std::string& name, const std::string& conf, alloc::DeviceMemory* out,
-                         std::string* err);
+// (alloc/device_memory.h). An empty name is no device (*has_device false).
+// False with a message for an unknown name, bad overrides, or a conf
+// without a device.
+bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool* has_device,
+                         alloc::DeviceMemory* out, std::string* err);
 
 // Loads a graph (lowered if forward-only) and adds the optimizer state and
 // update of --optimizer: the whole training step.

@@ -68,10 +68,7 @@ int RunAnalyze(const AnalyzeFlags& f) {
   if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
     return Error("--alloc-conf: " + err);
   Analysis a;
-  if (f.device.empty() && !f.device_conf.empty())
-    return Error("--device-conf: needs --device (" + alloc::DeviceMemoryNames() + ")");
-  a.has_device = !f.device.empty();
-  if (a.has_device && !ResolveDeviceMemory(f.device, f.device_conf, &a.device, &err))
+  if (!ResolveDeviceMemory(f.device, f.device_conf, &a.has_device, &a.device, &err))
     return Error(err);
   Progress progress(f.quiet);
   progress.Phase("loading");
@@ -297,10 +294,9 @@ int RunPlan(const PlanFlags& f) {
   options.module_depth = f.module_depth;
   // The whole device's memory: with --device h100|h200|a100 given.
   alloc::DeviceMemory device_memory;
-  const bool with_device = f.device_given && f.device != "cpu";
-  if (!f.device_conf.empty() && !with_device)
-    return Error("--device-conf: needs --device (" + alloc::DeviceMemoryNames() + ")");
-  if (with_device && !ResolveDeviceMemory(f.device, f.device_conf, &device_memory, &err))
+  bool with_device = false;
+  if (!ResolveDeviceMemory(f.device_given && f.device != "cpu" ? f.device : "", f.device_conf,
+                           &with_device, &device_memory, &err))
     return Error(err);
   const std::string budget_of_name =
       !f.budget_of.empty() ? f.budget_of
@@ -585,10 +581,8 @@ int RunReport(const ReportFlags& f) {
   if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
     return Error("--alloc-conf: " + err);
   alloc::DeviceMemory device;
-  if (f.device.empty() && !f.device_conf.empty())
-    return Error("--device-conf: needs --device (" + alloc::DeviceMemoryNames() + ")");
-  if (!f.device.empty() && !ResolveDeviceMemory(f.device, f.device_conf, &device, &err))
-    return Error(err);
+  bool with_device = false;
+  if (!ResolveDeviceMemory(f.device, f.device_conf, &with_device, &device, &err)) return Error(err);
   MeasuredProfile measured;
   if (!f.profile.empty() && !LoadProfileReport(f.profile, &measured, &err)) return Error(err);
   JointGraph jg;
@@ -645,13 +639,13 @@ int RunReport(const ReportFlags& f) {
   alloc::ReservedReport reserved;
   alloc::ReplayTrace trace;
   const std::vector<int64_t> workspaces =
-      f.device.empty() ? std::vector<int64_t>{} : alloc::LibraryWorkspaces(device);
+      with_device ? alloc::LibraryWorkspaces(device) : std::vector<int64_t>{};
   if (!alloc::PredictReserved(IntervalsWithWorkspaces(jg.graph, program, sim, workspaces),
                               static_cast<int>(program.steps.size()), alloc_config,
                               alloc::kDefaultReservedIterations, &reserved, &err, &trace))
     return Error(f.common.graph + ": " + err);
   in.reserved_during = memviz::ReservedDuringSteps(trace, static_cast<int>(program.steps.size()));
-  if (!f.device.empty()) {
+  if (with_device) {
     in.device_total_bytes = alloc::TotalOnDevice(device, reserved.reserved_peak_bytes).total_bytes;
     in.device_name = device.name;
   }

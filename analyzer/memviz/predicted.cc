@@ -30,11 +30,10 @@ std::vector<Frame> FramesOf(const Graph& g, const Program& program, const SimRes
     const bool recompute = step < static_cast<int>(sim.recompute.size()) && sim.recompute[step];
     where = fmt::format("{} ({}{})", op.id, op.type, recompute ? ", recompute" : "");
     if (!op.scope.empty()) scope = op.scope;
+    if (iv.owner < 0) tensor = "workspace of " + op.id;
   } else {
     where = "free";
   }
-  if (iv.owner < 0 && step >= 0 && step < num_steps && program.steps[step].IsRun())
-    tensor = "workspace of " + g.ops[program.steps[step].op].id;
   return {Frame{where, step, tensor}, Frame{graph_file, iteration, scope}};
 }
 
