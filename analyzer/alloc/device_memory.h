@@ -24,19 +24,20 @@
 #include <string_view>
 #include <vector>
 
+#include "analyzer/alloc/caching_allocator.h"
+
 namespace memplan::alloc {
 
 // Capacities: the total PyTorch's out-of-memory message reports
 // ("GPU 0 has a total capacity of ... GiB"), i.e. cudaMemGetInfo's total.
 // Public logs of 80 GB parts (H100 and A100) show 79.11 to 79.33 GiB by
 // variant, ECC and driver; of H200 (141 GB), 139.80 GiB.
-inline constexpr int64_t kMiBytes = 1024 * 1024;
-inline constexpr int64_t kCapacity80GB = 81050 * kMiBytes;   // 79.15 GiB
-inline constexpr int64_t kCapacityH200 = 143155 * kMiBytes;  // 139.80 GiB
+inline constexpr int64_t kCapacity80GB = 81050 * kMiB;   // 79.15 GiB
+inline constexpr int64_t kCapacityH200 = 143155 * kMiB;  // 139.80 GiB
 // CUDA context with lazy module loading (PyTorch's default since 1.13): an
 // estimate (a process holding only its context and a few tensors shows
 // 0.5-0.6 GiB in nvidia-smi on H100/H200). Measured-only; override it.
-inline constexpr int64_t kCudaContextEstimate = 600 * kMiBytes;
+inline constexpr int64_t kCudaContextEstimate = 600 * kMiB;
 // PyTorch's cuBLAS workspace per handle and stream
 // (aten/src/ATen/cuda/CublasHandlePool.cpp, parseChosenWorkspaceSize): the
 // CUBLAS_WORKSPACE_CONFIG default ":4096:2:16:8" (2 x 4096 KiB + 8 x 16 KiB)
