@@ -35,14 +35,38 @@ std::vector<int> CheckpointCandidates(const Graph& g) {
   return candidates;
 }
 
+std::vector<bool> EachUseMatters(const Graph& g) {
+  std::vector<int> readers(g.tensors.size(), 0), last_reader(g.tensors.size(), -1);
+  std::vector<bool> forward_reader(g.tensors.size(), false);
+  for (size_t o = 0; o < g.ops.size(); ++o) {
+    for (int u : g.ops[o].inputs) {
+      const int base = g.tensors[u].base;
+      if (last_reader[base] == static_cast<int>(o)) continue;
+      last_reader[base] = static_cast<int>(o);
+      ++readers[base];
+      if (g.ops[o].phase == Phase::kForward) forward_reader[base] = true;
+    }
+  }
+  std::vector<bool> matters(g.tensors.size(), false);
+  for (int t : CheckpointCandidates(g)) matters[t] = readers[t] > 1 || forward_reader[t];
+  return matters;
+}
+
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          AccumulationMode mode) {
-  return BuildCheckpointProgram(g, keep, mode, {});
+  return BuildCheckpointProgram(g, keep, mode, {}, {});
 }
 
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          AccumulationMode mode,
                                          const std::vector<int>& recompute_group) {
+  return BuildCheckpointProgram(g, keep, mode, recompute_group, {});
+}
+
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         AccumulationMode mode,
+                                         const std::vector<int>& recompute_group,
+                                         const std::vector<bool>& each_use) {
   const std::vector<int> order = ScheduleOrder(g, mode);
   const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<int> runs;
@@ -72,6 +96,21 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
   CheckpointProgram result;
   std::vector<bool> rerun(g.ops.size(), false);
   std::vector<int> stack;
+  // each_use: after an op reads t (or a view of it), t is dead again and its
+  // producer may rerun; views of t read so far keep their old instance.
+  const int64_t max_reruns = kMaxRerunFactor * static_cast<int64_t>(g.ops.size());
+  auto release = [&](int u) {
+    if (each_use.empty() || static_cast<int64_t>(result.recomputed_ops.size()) >= max_reruns)
+      return;
+    const int base = g.tensors[u].base;
+    if (static_cast<size_t>(base) >= each_use.size() || !each_use[base] || continues[base]) return;
+    for (int t : {base, u}) {
+      const int p = g.tensors[t].producer;
+      if (p < 0 || g.ops[p].phase != Phase::kForward || !alive[t]) continue;
+      alive[t] = false;
+      rerun[p] = false;
+    }
+  };
   // The first dead tensor op p needs (an input, or the base of a view it
   // makes), or -1.
   auto dead_need = [&](int p) {
@@ -105,6 +144,7 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
         if (!alive[out]) result.recomputed_tensors.push_back(out);
         alive[out] = true;
       }
+      for (int u : g.ops[p].inputs) release(u);
     }
   };
   // Recompute groups: the tensors of each group that backward ops read, in
@@ -180,11 +220,24 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
           if (g.tensors[u].alias_of < 0) ensure(u);
       for (int m : members[grp]) ensure(m);
     }
-    for (int t : op.inputs) ensure(t);
+    // Recomputing one input can release another (each_use): until all are
+    // alive. Ensuring t releases only proper ancestors of t, so this ends.
+    for (bool all_alive = false; !all_alive;) {
+      all_alive = true;
+      for (int t : op.inputs) {
+        if (alive[t]) continue;
+        all_alive = false;
+        ensure(t);
+      }
+    }
     runs.push_back(o);
     for (int out : op.outputs) alive[out] = true;
+    for (int t : op.inputs) release(t);
   }
   std::sort(result.recomputed_tensors.begin(), result.recomputed_tensors.end());
+  result.recomputed_tensors.erase(
+      std::unique(result.recomputed_tensors.begin(), result.recomputed_tensors.end()),
+      result.recomputed_tensors.end());
   result.program = BuildProgram(g, runs, mode, &continues);
   return result;
 }

@@ -10,7 +10,17 @@
 // kept to the end, or in the checkpoint set; a recomputed tensor stays alive
 // until its last use, so each op is recomputed at most once. BuildProgram
 // then places the frees and the in-place accumulations.
-// O(ops x arity + tensors) per program.
+// O(ops x arity + tensors) per program (x the reruns with each_use below).
+//
+// Beyond checkpoint sets: a dropped tensor may be recomputed at each use
+// (each_use): freed right after every op that reads it (or a view of it),
+// backward op or recomputation, and recomputed again before the next one,
+// instead of held from its recomputation to its last use. That trades
+// recompute time for memory when a tensor's uses lie far apart in the
+// backward. The order of recomputation stays fixed: an op's dead inputs in
+// input order, each chain depth-first. A program reruns at most
+// kMaxRerunFactor x ops forward ops: past that, each_use tensors are held
+// (nested each_use chains can double their reruns per level).
 #ifndef MEMPLAN_ANALYZER_CHECKPOINT_H_
 #define MEMPLAN_ANALYZER_CHECKPOINT_H_
 
@@ -26,9 +36,16 @@ namespace memplan {
 // end anyway, and needed by the backward directly or through recomputation.
 std::vector<int> CheckpointCandidates(const Graph& g);
 
+constexpr int64_t kMaxRerunFactor = 8;
+
+// By tensor: true where recomputing at each use can differ from holding: a
+// candidate read by more than one op, or by a forward op (which may itself
+// be rerun more than once).
+std::vector<bool> EachUseMatters(const Graph& g);
+
 struct CheckpointProgram {
   Program program;
-  std::vector<int> recomputed_ops;      // forward ops rerun, in program order
+  std::vector<int> recomputed_ops;      // forward ops rerun, in program order, once per rerun
   std::vector<int> recomputed_tensors;  // their outputs, sorted, distinct
 };
 
@@ -52,6 +69,13 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          AccumulationMode mode,
                                          const std::vector<int>& recompute_group);
+
+// The same, with the dropped tensors in each_use (by tensor index; empty:
+// none) recomputed at each use (see the top of this file).
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         AccumulationMode mode,
+                                         const std::vector<int>& recompute_group,
+                                         const std::vector<bool>& each_use);
 
 }  // namespace memplan
 

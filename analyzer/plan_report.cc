@@ -28,6 +28,14 @@ std::vector<int> RecomputedBuffers(const Graph& g, const Plan& plan) {
   return out;
 }
 
+// The tensors the plan recomputes at each use (checkpoint.h), by index.
+std::vector<int> EachUse(const ScoredPlan& best) {
+  std::vector<int> out;
+  for (size_t t = 0; t < best.each_use.size(); ++t)
+    if (best.each_use[t] && !best.keep[t]) out.push_back(static_cast<int>(t));
+  return out;
+}
+
 int64_t Bytes(const Graph& g, const std::vector<int>& tensors) {
   int64_t sum = 0;
   for (int t : tensors) sum += g.OwnedBytes(t);
@@ -109,6 +117,9 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   }
   r["recomputed"] = recomputed;
   r["recompute_runs"] = sim.recompute_runs;
+  ojson each_use = ojson::array();
+  for (int t : EachUse(result.best)) each_use.push_back(g.tensors[t].id);
+  r["recomputed_each_use"] = each_use;
   r["live_at_peak"] = LiveAtPeakJson(g, sim, top);
   if (!sweep.empty()) {
     ojson points = ojson::array();
@@ -167,9 +178,11 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
           budgeted->feasible ? "this plan fits" : "none fits; the lowest reserved peak is shown");
   }
   std::vector<int> recomputed = RecomputedBuffers(g, plan);
+  const size_t each_use = EachUse(result.best).size();
   out += fmt::format(
-      "  recompute {} op runs, {} tensors ({}); cost {:.4g} {} = {:.1f}% of one training step\n",
+      "  recompute {} op runs, {} tensors ({}{}); cost {:.4g} {} = {:.1f}% of one training step\n",
       sim.recompute_runs, recomputed.size(), FormatBytes(Bytes(g, recomputed)),
+      each_use ? fmt::format(", {} of them again at each use", each_use) : "",
       result.best.recompute_cost, unit, 100.0 * Overhead(result));
   out += fmt::format("  keep      {} tensors ({}) for the backward\n", plan.saved.size(),
                      FormatBytes(Bytes(g, plan.saved)));

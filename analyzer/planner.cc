@@ -68,10 +68,14 @@ const char* GranularityName(Granularity g) {
 
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
-                        std::string* err, bool detailed, const std::vector<int>* recompute_group) {
+                        std::string* err, bool detailed, const std::vector<int>* recompute_group,
+                        const std::vector<bool>* each_use) {
+  static const std::vector<int> kNoGroups;
+  static const std::vector<bool> kNone;
   out->keep = keep;
-  out->checkpoint = recompute_group ? BuildCheckpointProgram(g, keep, mode, *recompute_group)
-                                    : BuildCheckpointProgram(g, keep, mode);
+  out->each_use = each_use ? *each_use : kNone;
+  out->checkpoint = BuildCheckpointProgram(
+      g, keep, mode, recompute_group ? *recompute_group : kNoGroups, out->each_use);
   SimOptions options;
   options.op_cost = costs;
   options.collect_live_at_peak = detailed;
@@ -115,9 +119,14 @@ class Search {
     group_of_.assign(g.tensors.size(), -1);
     if (options.granularity == Granularity::kOp) {
       for (int t : candidates_) AddToGroup(g.tensors[t].id, t);
+      const std::vector<bool> matters = EachUseMatters(g);
+      each_use_matters_.assign(groups_.size(), false);
+      for (int t : candidates_) each_use_matters_[group_of_[t]] = matters[t];
     } else {
       ModuleGroups();
+      each_use_matters_.assign(groups_.size(), false);
     }
+    each_use_.assign(groups_.size(), false);
   }
 
   bool Run(std::string* err) {
@@ -175,6 +184,7 @@ class Search {
         if (!Exact()) return false;
       } else if (groups_.size() <= kMaxLeastPeakCandidates) {
         if (!LeastPeak()) return false;
+        result_->search_complete = ProgramCount() <= kMaxLeastPeakPrograms;
       } else {
         result_->search_complete = false;
       }
@@ -188,7 +198,7 @@ class Search {
     if (result_->best.sim.live_at_peak.empty()) {
       ScoredPlan detailed;
       if (!ScoreCheckpointSet(g_, result_->best.keep, costs_, options_.accumulation, &detailed,
-                              err_, /*detailed=*/true, RecomputeGroups()))
+                              err_, /*detailed=*/true, RecomputeGroups(), &result_->best.each_use))
         return false;
       result_->best = std::move(detailed);
     }
@@ -250,6 +260,18 @@ class Search {
     return keep;
   }
 
+  // By tensor: dropped tensors recomputed at each use; empty when none.
+  std::vector<bool> EachUseVector() const {
+    std::vector<bool> each_use;
+    for (int t : candidates_) {
+      const int grp = group_of_[t];
+      if (grp < 0 || kept_[grp] || !each_use_[grp]) continue;
+      if (each_use.empty()) each_use.assign(g_.tensors.size(), false);
+      each_use[t] = true;
+    }
+    return each_use;
+  }
+
   // The modules to wrap: dropped ones, or at sac granularity those with a
   // dropped op.
   std::vector<std::string> DroppedModules() const {
@@ -269,8 +291,9 @@ class Search {
   bool Score(ScoredPlan* out, bool detailed = true) {
     ++result_->evaluations;
     if (options_.progress) options_.progress(result_->evaluations);
+    const std::vector<bool> each_use = EachUseVector();
     if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_, detailed,
-                            RecomputeGroups()))
+                            RecomputeGroups(), &each_use))
       return false;
     if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {
       lowest_ = *out;
@@ -293,7 +316,7 @@ class Search {
     for (double c : costs_) max_cost = std::max(max_cost, c);
     const double epsilon = max_cost * 1e-9 + 1e-12;
     std::vector<int64_t> bytes_at_peak(groups_.size(), 0);
-    std::vector<bool> pinned(groups_.size(), false);
+    std::vector<bool> pinned(groups_.size(), false), each_use_tried(groups_.size(), false);
     // While a seed fits, drop rounds stop after about
     // options_.greedy_drop_op_replays op runs (tight budgets can take
     // thousands of rounds of a few groups each).
@@ -305,6 +328,7 @@ class Search {
       if (++rounds > max_rounds && result_->feasible) {
         // Keep again from the cheapest seed that fits instead.
         kept_ = GroupsKept(result_->best.keep);
+        each_use_ = GroupsEachUse(result_->best.each_use);
         current = result_->best;
         dropped.clear();
         for (size_t grp = 0; grp < groups_.size(); ++grp)
@@ -325,7 +349,21 @@ class Search {
             static_cast<double>(bytes_at_peak[grp]) / (groups_[grp].cost + epsilon), grp);
       if (droppable.empty()) {
         // Nothing droppable is alive at the peak: it is made of recomputed
-        // tensors. Keep one of them again for good, the one made midway in
+        // tensors. First recompute the largest of them at each use instead
+        // of holding it, while that lowers the peak.
+        const int switched = LargestHeldAtPeak(current, each_use_tried);
+        if (switched >= 0) {
+          each_use_tried[switched] = true;
+          each_use_[switched] = true;
+          ScoredPlan trial;
+          if (!Score(&trial)) return false;
+          if (trial.sim.peak_bytes < current.sim.peak_bytes)
+            current = std::move(trial);
+          else
+            each_use_[switched] = false;
+          continue;
+        }
+        // Else keep one of them again for good, the one made midway in
         // the forward, to split the recomputed stretch in two.
         int pin = MiddleRecomputedGroup(current, pinned);
         if (pin < 0) break;
@@ -345,6 +383,17 @@ class Search {
       if (!Score(&current)) return false;
     }
     if (current.sim.peak_bytes > budget_) return true;  // infeasible for greedy
+    // Hold again, where it still fits, what is recomputed at each use.
+    for (size_t grp = 0; grp < groups_.size(); ++grp) {
+      if (kept_[grp] || !each_use_[grp]) continue;
+      each_use_[grp] = false;
+      ScoredPlan trial;
+      if (!Score(&trial, /*detailed=*/false)) return false;
+      if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current.recompute_cost)
+        current = std::move(trial);
+      else
+        each_use_[grp] = true;
+    }
     // Keep again what fits, most expensive first, within a work bound of
     // about 2e7 op replays (400 trials on a 50k-op graph, fewer above).
     std::stable_sort(dropped.begin(), dropped.end(),
@@ -417,6 +466,31 @@ class Search {
     return kept;
   }
 
+  std::vector<bool> GroupsEachUse(const std::vector<bool>& each_use) const {
+    std::vector<bool> out(groups_.size(), false);
+    for (int t : candidates_)
+      if (group_of_[t] >= 0 && static_cast<size_t>(t) < each_use.size() && each_use[t])
+        out[group_of_[t]] = true;
+    return out;
+  }
+
+  // Of the dropped groups alive at the peak that are held and whose
+  // recomputation at each use may differ, the one with the most bytes
+  // there (untried); -1 if none.
+  int LargestHeldAtPeak(const ScoredPlan& current, const std::vector<bool>& tried) const {
+    std::map<int, int64_t> bytes;
+    for (const LiveBuffer& lb : current.sim.live_at_peak) {
+      int grp = lb.owner >= 0 ? group_of_[lb.owner] : -1;
+      if (grp < 0 || kept_[grp] || each_use_[grp] || !each_use_matters_[grp] || tried[grp])
+        continue;
+      bytes[grp] += lb.bytes;
+    }
+    int best = -1;
+    for (const auto& [grp, b] : bytes)
+      if (best < 0 || b > bytes[best]) best = grp;
+    return best;
+  }
+
   int64_t GroupBytes(int grp) const {
     int64_t bytes = 0;
     for (int t : groups_[grp].tensors) bytes += g_.OwnedBytes(t);
@@ -451,6 +525,7 @@ class Search {
     std::vector<bool> saved = kept_;
     for (const std::vector<bool>& keep : sets) {
       for (int t : candidates_) kept_[group_of_[t]] = keep[t];
+      std::fill(each_use_.begin(), each_use_.end(), false);
       ScoredPlan plan;
       if (!Score(&plan, /*detailed=*/false)) return false;
     }
@@ -526,10 +601,10 @@ class Search {
 
   // Recompute cost with the current decisions, without simulating.
   double Bound() const {
+    static const std::vector<int> kNoGroups;
     const std::vector<int>* groups = RecomputeGroups();
-    CheckpointProgram cp =
-        groups ? BuildCheckpointProgram(g_, KeepVector(), options_.accumulation, *groups)
-               : BuildCheckpointProgram(g_, KeepVector(), options_.accumulation);
+    CheckpointProgram cp = BuildCheckpointProgram(g_, KeepVector(), options_.accumulation,
+                                                  groups ? *groups : kNoGroups, EachUseVector());
     double cost = 0;
     for (int o : cp.recomputed_ops) cost += costs_[o];
     return cost;
@@ -547,17 +622,42 @@ class Search {
     std::stable_sort(order_.begin(), order_.end(),
                      [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
     std::fill(kept_.begin(), kept_.end(), true);  // undecided ones count as kept
+    std::fill(each_use_.begin(), each_use_.end(), false);
     return Branch(0);
   }
 
-  // Scores every set (2^groups programs): the least peak, exactly.
+  // Programs in the search space: per group keep or hold, and recompute at
+  // each use where that matters (saturates past kMaxLeastPeakPrograms).
+  int64_t ProgramCount() const {
+    int64_t count = 1;
+    for (size_t i = 0; i < groups_.size() && count <= kMaxLeastPeakPrograms; ++i)
+      count *= each_use_matters_[i] ? 3 : 2;
+    return count;
+  }
+
+  // Scores every program of the space when there are at most
+  // kMaxLeastPeakPrograms, else every set (2^groups): the least peak,
+  // exactly over programs or over sets.
   bool LeastPeak() {
-    const uint32_t n = static_cast<uint32_t>(groups_.size());
-    for (uint32_t mask = 0; mask < (1u << n); ++mask) {
-      for (uint32_t i = 0; i < n; ++i) kept_[i] = (mask >> i) & 1;
+    const size_t n = groups_.size();
+    const bool programs = ProgramCount() <= kMaxLeastPeakPrograms;
+    std::vector<int> digit(n, 0);  // 0 keep, 1 hold, 2 each use
+    for (;;) {
+      for (size_t i = 0; i < n; ++i) {
+        kept_[i] = digit[i] == 0;
+        each_use_[i] = digit[i] == 2;
+      }
       ScoredPlan plan;
       if (!Score(&plan, /*detailed=*/false)) return false;
+      size_t i = 0;
+      for (; i < n; ++i) {
+        const int radix = programs && each_use_matters_[i] ? 3 : 2;
+        if (++digit[i] < radix) break;
+        digit[i] = 0;
+      }
+      if (i == n) break;
     }
+    std::fill(each_use_.begin(), each_use_.end(), false);
     return true;
   }
 
@@ -574,11 +674,17 @@ class Search {
       ScoredPlan leaf;
       return Score(&leaf);
     }
+    // Keep, hold, then recompute at each use: cost never falls.
     int grp = order_[i];
     kept_[grp] = true;
     if (!Branch(i + 1)) return false;
     kept_[grp] = false;
     bool ok = Branch(i + 1);
+    if (ok && each_use_matters_[grp]) {
+      each_use_[grp] = true;
+      ok = Branch(i + 1);
+      each_use_[grp] = false;
+    }
     kept_[grp] = true;
     return ok;
   }
@@ -596,6 +702,8 @@ class Search {
   std::vector<int> region_of_;                // by tensor: recompute group (RecomputeGroups)
   std::vector<std::string> module_of_group_;  // sac granularity: each group's module
   std::vector<bool> kept_;                    // by group
+  std::vector<bool> each_use_;                // by group: when dropped, recomputed at each use
+  std::vector<bool> each_use_matters_;        // by group (op granularity only)
   ScoredPlan lowest_;
   std::vector<std::string> lowest_modules_;
   ChainStages stages_;

@@ -1,24 +1,25 @@
 // Checkpoint planners: pure functions (joint graph, budget, options) -> plan.
-// Every plan is a checkpoint set turned into a program by
-// BuildCheckpointProgram and scored by the simulator; the planners only
-// search. A plan's cost is the summed cost (cost_model.h) of its recomputed
-// op runs.
+// Every plan is a checkpoint set, and at op granularity the dropped tensors
+// recomputed at each use instead of held (checkpoint.h), turned into a
+// program by BuildCheckpointProgram and scored by the simulator; the
+// planners only search. A plan's cost is the summed cost (cost_model.h) of
+// its recomputed op runs.
 //
 // Greedy (any graph). Recipe: start from keeping every candidate (the
 // baseline); while the simulated peak is over the budget, drop from the
 // checkpoint set the tensors alive at the peak with the most bytes per unit of
 // recompute cost (its producer's cost; memory-bound ops are cheap), one at a
 // time on graphs under 2,000 candidates, else the best 2% per round; when
-// nothing droppable is alive at the peak (it holds recomputed tensors), keep
-// for good the recomputed tensor alive there that is made midway in the
-// forward, splitting the recomputed stretch (as sqrt(n) checkpointing does);
-// then try
-// to keep again, most expensive first, each dropped tensor whose return keeps
-// the peak within the budget (on large graphs in batches that double while
-// they fit; after one does not, a binary search finds how much of it fits).
-// The drop rounds stop when the peak fits, or when nothing alive at the peak
-// can be dropped or kept (infeasible: the lowest peak met is reported), or,
-// when a seed fits (the hand-written and chain sets are scored first), after
+// nothing droppable is alive at the peak (it holds recomputed tensors),
+// recompute the largest of those at each use while that lowers the peak,
+// then keep for good the recomputed tensor alive there that is made midway
+// in the forward, splitting the recomputed stretch (as sqrt(n)
+// checkpointing does); then hold again each tensor recomputed at each use
+// where it still fits, and try to keep again, most expensive first, each dropped tensor whose
+// return keeps the peak within the budget (on large graphs in batches that double while they fit;
+// after one does not, a binary search finds how much of it fits). The drop rounds stop when the
+// peak fits, or when nothing alive at the peak can be dropped or kept (infeasible: the lowest peak
+// met is reported), or, when a seed fits (the hand-written and chain sets are scored first), after
 // about greedy_drop_op_replays op runs: the keep-again then starts from the
 // cheapest seed that fits. O(rounds x (ops + tensors)). Not optimal: it never
 // trades one expensive drop for two cheap ones, a recomputation's own
@@ -34,17 +35,21 @@
 // is exact and the greedy slow.
 //
 // Exact (up to kMaxExactCandidates candidates). Recipe: branch and bound over
-// keep/drop per candidate, most expensive producer first, keep before drop; a
-// branch is cut when its cost with every undecided candidate kept (a lower
-// bound: keeping more never recomputes more) reaches the best plan found, the
+// keep / hold / recompute at each use per candidate (the last where
+// EachUseMatters), most expensive producer first, in that order (cost never
+// falls along it); a branch is cut when its cost with every undecided
+// candidate kept (a lower bound: keeping more never recomputes more, holding
+// never more than recomputing at each use) reaches the best plan found, the
 // greedy plan being the first. Exponential in the candidates in the worst
-// case; optimal over checkpoint sets unless it stops at kMaxExactEvaluations
-// programs or kMaxExactOpReplays op runs (then the best found is returned,
-// search_complete false). Below
-// the floor (PeakLowerBound) nothing can fit: with at most
-// kMaxLeastPeakCandidates candidates every set is scored so the least peak
-// reported is exact; with more, it is the least the greedy, hand-written and
-// chain sets reach (search_complete false).
+// case; optimal over that program space (the recomputation order is fixed,
+// checkpoint.h) unless it stops at kMaxExactEvaluations programs or
+// kMaxExactOpReplays op runs (then the best found is returned,
+// search_complete false). Below the floor (PeakLowerBound) nothing can fit:
+// with at most kMaxLeastPeakPrograms programs every one is scored so the
+// least peak reported is exact; with up to kMaxLeastPeakCandidates
+// candidates, every set; with more, it is the least the greedy, hand-written
+// and chain sets reach (search_complete false unless every program was
+// scored).
 #ifndef MEMPLAN_ANALYZER_PLANNER_H_
 #define MEMPLAN_ANALYZER_PLANNER_H_
 
@@ -66,8 +71,11 @@ constexpr size_t kMaxExactCandidates = 22;  // tensors or modules
 // this many op runs in all (search_complete false): at most ~10 s.
 constexpr int64_t kMaxExactEvaluations = 200000;
 constexpr int64_t kMaxExactOpReplays = 10000000;
-// Below the floor, the exact planner scores all 2^n sets up to this many.
+// Below the floor, the exact planner scores every program of the space when
+// there are at most kMaxLeastPeakPrograms, else every set up to
+// kMaxLeastPeakCandidates candidates.
 constexpr size_t kMaxLeastPeakCandidates = 14;
+constexpr int64_t kMaxLeastPeakPrograms = 1 << 16;
 
 enum class PlanAlgorithm { kAuto, kExact, kGreedy, kChain };
 bool ParsePlanAlgorithm(std::string_view name, PlanAlgorithm* out);
@@ -110,6 +118,8 @@ struct PlannerOptions {
 // A checkpoint set with its program and score.
 struct ScoredPlan {
   std::vector<bool> keep;  // by tensor index
+  std::vector<bool>
+      each_use;  // by tensor index, dropped tensors recomputed at each use; may be empty
   CheckpointProgram checkpoint;
   SimResult sim;
   double recompute_cost = 0;
@@ -137,10 +147,12 @@ struct PlanResult {
 // `detailed` also collects what is alive at the peak (a second replay).
 // recompute_group (by tensor, checkpoint.h): recompute each group at once, as
 // torch.utils.checkpoint reruns a whole module; null: on demand.
+// each_use (checkpoint.h): null or empty, none.
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
                         std::string* err, bool detailed = true,
-                        const std::vector<int>* recompute_group = nullptr);
+                        const std::vector<int>* recompute_group = nullptr,
+                        const std::vector<bool>* each_use = nullptr);
 
 bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions& options,
                      PlanResult* result, std::string* err);

@@ -268,5 +268,115 @@ TEST_CASE("checkpoint: every checkpoint set gives a valid program on random grap
   CHECK(programs == 40 * 12 * 3);
 }
 
+// a = x * w is read by fb (whose backward needs a for w2's gradient) and by
+// fd (whose backward needs a and f). Backward: fd.bw, ff.bw (tanh: needs
+// f), fc.bw (needs c), fb.bw.
+const char* kFarUses = R"({"format": "memplan.graph/1", "tensors": [
+    {"id": "x", "shape": [256], "dtype": "float32", "kind": "input"},
+    {"id": "w", "shape": [256], "dtype": "float32", "kind": "parameter"},
+    {"id": "w2", "shape": [256], "dtype": "float32", "kind": "parameter"},
+    {"id": "a", "shape": [256], "dtype": "float32"},
+    {"id": "b", "shape": [256], "dtype": "float32"},
+    {"id": "c", "shape": [256], "dtype": "float32"},
+    {"id": "f", "shape": [256], "dtype": "float32"},
+    {"id": "d", "shape": [256], "dtype": "float32"},
+    {"id": "loss", "shape": [], "dtype": "float32"}],
+  "ops": [
+    {"id": "fa", "type": "mul", "inputs": ["x", "w"], "outputs": ["a"]},
+    {"id": "fb", "type": "mul", "inputs": ["a", "w2"], "outputs": ["b"]},
+    {"id": "fc", "type": "tanh", "inputs": ["b"], "outputs": ["c"]},
+    {"id": "ff", "type": "tanh", "inputs": ["c"], "outputs": ["f"]},
+    {"id": "fd", "type": "mul", "inputs": ["f", "a"], "outputs": ["d"]},
+    {"id": "l", "type": "mean", "inputs": ["d"], "outputs": ["loss"]}],
+  "outputs": ["loss"]})";
+
+std::string RunsAndFrees(const Graph& g, const Program& p, size_t from) {
+  std::string out;
+  for (size_t i = from; i < p.steps.size(); ++i) {
+    const Step& step = p.steps[i];
+    if (step.IsRun()) {
+      out += g.ops[step.op].id + " ";
+      continue;
+    }
+    out += "free(";
+    for (int t : step.free) out += g.tensors[t].id + (t == step.free.back() ? "" : ",");
+    out += ") ";
+  }
+  return out;
+}
+
+TEST_CASE("checkpoint: a tensor recomputed at each use is freed after each and remade") {
+  Graph g = MustLower(kFarUses);
+  CHECK(EachUseMatters(g)[g.FindTensor("a")]);
+  std::vector<bool> keep = Keep(g, {"c", "f"}), each_use(g.tensors.size(), false);
+  each_use[g.FindTensor("a")] = true;
+  CheckpointProgram held = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
+  CheckpointProgram each =
+      BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, each_use);
+  CHECK(OpNames(g, held.recomputed_ops) == Strings{"fa"});
+  CHECK(OpNames(g, each.recomputed_ops) == Strings{"fa", "fa"});
+  CHECK(testing::Names(g, each.recomputed_tensors) == Strings{"a"});
+  const size_t backward = g.FindOp("loss.grad.seed");
+  size_t from = 0;
+  while (each.program.steps[from].op != static_cast<int>(backward)) ++from;
+  // Held: a lives from its rerun before fd.bw to fb.bw. At each use: freed
+  // after fd.bw, remade before fb.bw.
+  CHECK(RunsAndFrees(g, held.program, from) ==
+        "loss.grad.seed l.bw free(loss.grad) fa fd.bw free(d.grad) ff.bw free(f,f.grad) fc.bw "
+        "free(c,c.grad) fb.bw free(a,b.grad) a.grad.acc1 free(a.grad.c1) fa.bw free(a.grad) ");
+  CHECK(RunsAndFrees(g, each.program, from) ==
+        "loss.grad.seed l.bw free(loss.grad) fa fd.bw free(a,d.grad) ff.bw free(f,f.grad) fc.bw "
+        "free(c,c.grad) fa fb.bw free(a,b.grad) a.grad.acc1 free(a.grad.c1) fa.bw free(a.grad) ");
+  SimResult r_held = MustSimulate(g, held.program), r_each = MustSimulate(g, each.program);
+  CHECK(r_each.recompute_runs == 2);
+  // During ff.bw and fc.bw a is gone: U less there, and at those steps only.
+  CHECK(r_each.peak_bytes <= r_held.peak_bytes);
+}
+
+TEST_CASE("checkpoint: recomputing at each use never changes a program that recomputes nothing") {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    Graph g = MustLower(testing::RandomForwardGraph(seed, 12));
+    std::vector<bool> keep(g.tensors.size(), false), each_use(g.tensors.size(), true);
+    for (int t : CheckpointCandidates(g)) keep[t] = true;
+    CheckpointProgram plain = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
+    CheckpointProgram each =
+        BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, each_use);
+    CHECK(each.recomputed_ops.empty());
+    CHECK(RunsAndFrees(g, each.program, 0) == RunsAndFrees(g, plain.program, 0));
+  }
+}
+
+TEST_CASE("checkpoint: programs recomputing at each use are valid on random graphs") {
+  int programs = 0;
+  std::mt19937 rng(11);
+  for (uint32_t seed = 1; seed <= 40; ++seed) {
+    Graph g = MustLower(testing::RandomForwardGraph(seed, 10 + static_cast<int>(seed % 20)));
+    const std::vector<int> candidates = CheckpointCandidates(g);
+    for (int trial = 0; trial < 12; ++trial) {
+      std::vector<bool> keep(g.tensors.size(), false), each_use(g.tensors.size(), false);
+      for (int t : candidates) {
+        keep[t] = (rng() % 3) == 0;
+        each_use[t] = (rng() % 2) == 0;
+      }
+      CheckpointProgram cp =
+          BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, each_use);
+      CheckpointProgram held = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
+      SimResult r, h;
+      std::string err;
+      bool ok = Simulate(g, cp.program, SimOptions(), &r, &err) &&
+                Simulate(g, held.program, SimOptions(), &h, &err);
+      INFO(err);
+      REQUIRE(ok);
+      CHECK(r.recompute_runs == static_cast<int64_t>(cp.recomputed_ops.size()));
+      CHECK(r.recompute_runs >= h.recompute_runs);
+      CHECK(r.recompute_runs <= kMaxRerunFactor * static_cast<int64_t>(g.ops.size()) + 1);
+      CHECK(r.peak_bytes >= PeakLowerBound(g));
+      ++programs;
+    }
+  }
+  CHECK(programs == 40 * 12);
+}
+
 }  // namespace
 }  // namespace memplan

@@ -1,5 +1,7 @@
-// The exhaustive optimum over checkpoint sets, the oracle the planners are
-// held to (2^candidates simulations: small graphs only).
+// The exhaustive optima the planners are held to: over checkpoint sets
+// (2^candidates simulations) and over the wider program space of
+// checkpoint.h (keep, hold, or recompute at each use where EachUseMatters:
+// up to 3^candidates simulations). Small graphs only.
 #ifndef MEMPLAN_TESTS_EXHAUSTIVE_H_
 #define MEMPLAN_TESTS_EXHAUSTIVE_H_
 
@@ -14,25 +16,40 @@
 
 namespace memplan::testing {
 
+enum class Space { kSets, kPrograms };
+
 struct Exhaustive {
   std::vector<int64_t> peaks;
   std::vector<double> costs;
   int64_t min_peak = std::numeric_limits<int64_t>::max();
 
-  Exhaustive(const Graph& g, const std::vector<double>& op_costs) {
-    std::vector<int> candidates = CheckpointCandidates(g);
-    for (uint32_t mask = 0; mask < (1u << candidates.size()); ++mask) {
-      std::vector<bool> keep(g.tensors.size(), false);
-      for (size_t i = 0; i < candidates.size(); ++i) keep[candidates[i]] = (mask >> i) & 1;
+  Exhaustive(const Graph& g, const std::vector<double>& op_costs, Space space = Space::kSets) {
+    const std::vector<int> candidates = CheckpointCandidates(g);
+    const std::vector<bool> matters = EachUseMatters(g);
+    std::vector<int> digit(candidates.size(), 0);  // 0 keep, 1 hold, 2 each use
+    for (;;) {
+      std::vector<bool> keep(g.tensors.size(), false), each_use(g.tensors.size(), false);
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        keep[candidates[i]] = digit[i] == 0;
+        each_use[candidates[i]] = digit[i] == 2;
+      }
       ScoredPlan plan;
       std::string err;
-      REQUIRE(ScoreCheckpointSet(g, keep, op_costs, AccumulationMode::kInplace, &plan, &err));
+      REQUIRE(ScoreCheckpointSet(g, keep, op_costs, AccumulationMode::kInplace, &plan, &err,
+                                 /*detailed=*/false, nullptr, &each_use));
       peaks.push_back(plan.sim.peak_bytes);
       costs.push_back(plan.recompute_cost);
       min_peak = std::min(min_peak, plan.sim.peak_bytes);
+      size_t i = 0;
+      for (; i < candidates.size(); ++i) {
+        const int radix = space == Space::kPrograms && matters[candidates[i]] ? 3 : 2;
+        if (++digit[i] < radix) break;
+        digit[i] = 0;
+      }
+      if (i == candidates.size()) break;
     }
   }
-  // Least cost of a set that fits, or -1.
+  // Least cost of a program that fits, or -1.
   double Optimum(int64_t budget) const {
     double best = -1;
     for (size_t i = 0; i < peaks.size(); ++i)

@@ -16,17 +16,20 @@ namespace {
 using testing::Exhaustive;
 using testing::Near;
 
-TEST_CASE("planner: the exact planner finds the exhaustive optimum on random graphs") {
-  int graphs = 0, budgets = 0;
-  for (uint32_t seed = 1; graphs < 25 && seed < 400; ++seed) {
-    Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 6 + static_cast<int>(seed % 9)));
+TEST_CASE(
+    "planner: the exact planner finds the exhaustive optimum over programs on random graphs") {
+  int graphs = 0, budgets = 0, wider = 0;
+  for (uint32_t seed = 1; graphs < 40 && seed < 400; ++seed) {
+    Graph g =
+        testing::MustLower(testing::RandomForwardGraph(seed, 6 + static_cast<int>(seed % 13)));
     size_t n = CheckpointCandidates(g).size();
-    if (n < 3 || n > 11) continue;
+    if (n < 3 || n > 8) continue;
     ++graphs;
     CAPTURE(seed);
     PlannerOptions options;
     options.algorithm = PlanAlgorithm::kExact;
-    Exhaustive all(g, OpCosts(g, options.cost));
+    Exhaustive sets(g, OpCosts(g, options.cost));
+    Exhaustive all(g, OpCosts(g, options.cost), testing::Space::kPrograms);
     int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
     double previous_cost = 0;
     // Budgets from the baseline down to just under the least peak of any set.
@@ -34,6 +37,8 @@ TEST_CASE("planner: the exact planner finds the exhaustive optimum on random gra
     for (int pct = 100; pct >= 40; pct -= 5) sweep.push_back(baseline * pct / 100);
     sweep.push_back(all.min_peak);
     sweep.push_back(all.min_peak - 1);
+    sweep.push_back(sets.min_peak);
+    sweep.push_back(sets.min_peak - 1);
     std::sort(sweep.rbegin(), sweep.rend());
     for (int64_t budget : sweep) {
       CAPTURE(budget);
@@ -41,6 +46,9 @@ TEST_CASE("planner: the exact planner finds the exhaustive optimum on random gra
       std::string err;
       REQUIRE(PlanCheckpoints(g, budget, options, &result, &err));
       double optimum = all.Optimum(budget);
+      const double set_optimum = sets.Optimum(budget);
+      // Programs beyond sets: cheaper, or fitting where no set does.
+      wider += optimum >= 0 && (set_optimum < 0 || optimum < set_optimum - 1e-9);
       CHECK(result.feasible == (optimum >= 0));
       if (result.feasible) {
         CHECK(Near(result.best.recompute_cost, optimum));
@@ -56,35 +64,88 @@ TEST_CASE("planner: the exact planner finds the exhaustive optimum on random gra
       ++budgets;
     }
   }
-  CHECK(graphs == 25);
-  CHECK(budgets >= 25 * 10);
+  CHECK(graphs == 40);
+  CHECK(budgets >= 40 * 10);
+  CAPTURE(wider);
+  CHECK(wider >= 3);  // 4 when written
 }
 
-TEST_CASE("planner: greedy plans fit and never beat the optimum") {
-  int checked = 0;
-  for (uint32_t seed = 1; checked < 60 && seed < 400; ++seed) {
+// The case of issue 16: no checkpoint set fits the budget, a program that
+// recomputes a tensor at each use does; the plan says which.
+TEST_CASE("planner: a program fits where no checkpoint set does") {
+  Graph g = testing::MustLower(testing::RandomForwardGraph(45, 6 + 45 % 13));
+  std::vector<double> costs = OpCosts(g, CostModel());
+  Exhaustive sets(g, costs);
+  Exhaustive programs(g, costs, testing::Space::kPrograms);
+  REQUIRE(programs.min_peak < sets.min_peak);
+  PlannerOptions options;
+  options.algorithm = PlanAlgorithm::kExact;
+  PlanResult result;
+  std::string err;
+  REQUIRE(PlanCheckpoints(g, sets.min_peak - 1, options, &result, &err));
+  REQUIRE(result.feasible);
+  CHECK(result.best.sim.peak_bytes == programs.min_peak);
+  CHECK(Near(result.best.recompute_cost, programs.Optimum(sets.min_peak - 1)));
+  int each_use = 0;
+  for (bool b : result.best.each_use) each_use += b;
+  CHECK(each_use >= 1);
+  // The program reruns a producer more than once.
+  std::vector<int> reruns(g.ops.size(), 0);
+  int most = 0;
+  for (int o : result.best.checkpoint.recomputed_ops) most = std::max(most, ++reruns[o]);
+  CHECK(most >= 2);
+}
+
+// The greedy is a heuristic: held to the exhaustive optimum over programs at
+// budgets from the least peak to the baseline, with the bounds it meets
+// (measured when written: 233 of 240 fits, 4 misses on one graph whose
+// least peak is 8 bytes under its baseline; worst ratio 3.39, p90 1.49).
+TEST_CASE("planner: greedy plans fit where a program does and stay near the optimum") {
+  int graphs = 0, budgets = 0, should_fit = 0, fits = 0, at_optimum = 0, compared = 0;
+  double worst = 1;
+  for (uint32_t seed = 1; graphs < 60 && seed < 400; ++seed) {
     Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 6 + static_cast<int>(seed % 9)));
-    if (CheckpointCandidates(g).size() > 11) continue;
+    if (CheckpointCandidates(g).size() > 8) continue;
+    ++graphs;
     CAPTURE(seed);
     PlannerOptions options;
     options.algorithm = PlanAlgorithm::kGreedy;
-    Exhaustive all(g, OpCosts(g, options.cost));
+    Exhaustive all(g, OpCosts(g, options.cost), testing::Space::kPrograms);
     int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
-    for (int pct : {90, 70, 50}) {
-      int64_t budget = baseline * pct / 100;
+    for (int pct : {0, 25, 50, 75}) {
+      const int64_t budget = all.min_peak + (baseline - all.min_peak) * pct / 100;
+      CAPTURE(budget);
       PlanResult result;
       std::string err;
       REQUIRE(PlanCheckpoints(g, budget, options, &result, &err));
-      double optimum = all.Optimum(budget);
-      if (result.feasible) {
-        CHECK(result.best.sim.peak_bytes <= budget);
-        CHECK(result.best.recompute_cost >= optimum - 1e-9);
-      }
+      const double optimum = all.Optimum(budget);
+      REQUIRE(optimum >= 0);
+      ++budgets;
+      ++should_fit;
       CHECK(result.min_feasible_peak_bytes >= all.min_peak);
-      ++checked;
+      if (!result.feasible) continue;
+      ++fits;
+      CHECK(result.best.sim.peak_bytes <= budget);
+      CHECK(result.best.recompute_cost >= optimum - 1e-9);
+      if (optimum > 0) {
+        ++compared;
+        worst = std::max(worst, result.best.recompute_cost / optimum);
+        at_optimum += Near(result.best.recompute_cost, optimum);
+      } else {
+        at_optimum += result.best.recompute_cost == 0;
+      }
     }
   }
-  CHECK(checked >= 60);
+  CHECK(graphs == 60);
+  CAPTURE(fits);
+  CAPTURE(should_fit);
+  CAPTURE(worst);
+  CAPTURE(at_optimum);
+  CHECK(budgets == 240);
+  CHECK(fits * 100 >= should_fit * 97);  // 97%
+  CHECK(compared >= 60);
+  CHECK(worst <= 3.5);
+  CHECK(at_optimum * 100 >= fits * 80);  // 80% of the fits cost the optimum
 }
 
 TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written set that fits") {
@@ -145,12 +206,26 @@ TEST_CASE("planner: the examples fit at 70% of their baseline peak") {
     REQUIRE(PlanCheckpoints(jg.graph, budget, PlannerOptions(), &result, &err));
     CAPTURE(result.min_feasible_peak_bytes);
     CAPTURE(budget);
-    if (result.feasible) {
-      CHECK(result.best.sim.peak_bytes <= budget);
-      CHECK(result.best.recompute_cost > 0);
-    }
     CHECK(result.min_feasible_peak_bytes >= floor);
     CHECK(result.min_feasible_peak_bytes <= baseline);
+    const std::string graph = name;
+    if (graph == "gpt_tiny.graph.json" || graph == "cnn_small.joint.graph.json") {
+      REQUIRE(result.feasible);
+      CHECK(result.best.sim.peak_bytes <= budget);
+      CHECK(result.best.recompute_cost > 0);
+    } else if (graph == "densenet_toy.graph.json") {
+      // Greedy (over 22 candidates): its peak is the concatenation that
+      // every later layer reads; recomputation saves 0.9% at most.
+      CHECK_FALSE(result.feasible);
+      CHECK(result.min_feasible_peak_bytes * 1000 >= baseline * 990);
+    } else {
+      // mlp and mlp_torch: the exact search proves nothing lowers the peak
+      // (the peak holds only what the step cannot drop).
+      CHECK_FALSE(result.feasible);
+      CHECK(result.algorithm == PlanAlgorithm::kExact);
+      CHECK(result.search_complete);
+      CHECK(result.min_feasible_peak_bytes == baseline);
+    }
   }
 }
 

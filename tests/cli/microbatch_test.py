@@ -79,8 +79,10 @@ def main():
         d = load(r.path("mb64.json"))
         r.check("N=64: the binary search", d["search"]["method"] == "binary"
                 and d["search"]["monotone"])
-        r.check("N=64 at 200 MiB: baseline 9, checkpointed 19 (as measured 2026-12)",
-                (d["baseline"]["micro_batch"], d["checkpointed"]["micro_batch"]) == (9, 19),
+        # 19 with checkpoint sets only; 20 since programs may recompute a
+        # tensor at each use (issue 16).
+        r.check("N=64 at 200 MiB: baseline 9, checkpointed 20 (as measured 2026-12)",
+                (d["baseline"]["micro_batch"], d["checkpointed"]["micro_batch"]) == (9, 20),
                 json.dumps(d["baseline"]) + json.dumps(d["checkpointed"]))
         d = load(r.path("mb20.json"))
         r.check("N=20 at 200 MiB: one checkpointed step of 20 fits where 19 accumulating do not",
