@@ -10,6 +10,7 @@
 #include "analyzer/alloc/reserved.h"
 #include "analyzer/graph.h"
 #include "analyzer/graph_json.h"
+#include "analyzer/parallel/rank_stats.h"
 #include "analyzer/program.h"
 #include "analyzer/simulator.h"
 
@@ -23,8 +24,9 @@ struct JointGraph {
   size_t input_ops = 0;  // counts in the file as given
   size_t input_tensors = 0;
   std::vector<std::string> warnings;
-  double parse_seconds = 0;  // wall time of reading and checking the file
-  double lower_seconds = 0;  // wall time of the lowering (0 for joint input)
+  double parse_seconds = 0;      // wall time of reading and checking the file
+  double lower_seconds = 0;      // wall time of the lowering (0 for joint input)
+  parallel::RankStats parallel;  // one rank's step (rank_step.h); strategy none: the whole step
 };
 
 // Reads a memplan.graph/1 JSON document or an ONNX model (told apart by

@@ -59,13 +59,47 @@ nlohmann::ordered_json ReportHeader(const char* command, const JointGraph& jg) {
 
 nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
   const Graph& g = jg.graph;
-  return {{"name", g.name},
-          {"file", jg.file},
-          {"style", jg.lowered ? "forward" : "joint"},
-          {"ops", jg.input_ops},
-          {"tensors", jg.input_tensors},
-          {"joint_ops", g.ops.size()},
-          {"joint_tensors", g.tensors.size()}};
+  nlohmann::ordered_json r = {{"name", g.name},
+                              {"file", jg.file},
+                              {"style", jg.lowered ? "forward" : "joint"},
+                              {"ops", jg.input_ops},
+                              {"tensors", jg.input_tensors},
+                              {"joint_ops", g.ops.size()},
+                              {"joint_tensors", g.tensors.size()}};
+  const parallel::RankStats& p = jg.parallel;
+  if (p.strategy != parallel::Strategy::kNone) {
+    nlohmann::ordered_json block = {{"strategy", parallel::StrategyName(p.strategy)},
+                                    {"world_size", p.world_size},
+                                    {"rank", p.rank},
+                                    {"parameter_bytes", p.parameter_bytes},
+                                    {"optimizer_state_bytes", p.optimizer_state_bytes}};
+    if (p.strategy == parallel::Strategy::kFsdp) {
+      block["reshard_after_forward"] = p.reshard_after_forward;
+      block["units"] = p.units;
+    } else {
+      block["gradient_as_bucket_view"] = p.gradient_as_bucket_view;
+      block["buckets"] = p.buckets;
+      block["bucket_bytes"] = p.bucket_bytes;
+    }
+    r["parallel"] = block;
+  }
+  return r;
+}
+
+std::string ParallelLine(const JointGraph& jg) {
+  const parallel::RankStats& p = jg.parallel;
+  if (p.strategy == parallel::Strategy::kNone) return "";
+  std::string out =
+      fmt::format("  rank      {} of {} under {}: parameters {}, optimizer state {}", p.rank,
+                  p.world_size, parallel::StrategyName(p.strategy), FormatBytes(p.parameter_bytes),
+                  FormatBytes(p.optimizer_state_bytes));
+  if (p.strategy == parallel::Strategy::kFsdp)
+    out += fmt::format(", {} sharded units{}", p.units.size(),
+                       p.reshard_after_forward ? ", resharded after forward" : "");
+  else
+    out += fmt::format(", {} gradient buckets {}{}", p.buckets, FormatBytes(p.bucket_bytes),
+                       p.gradient_as_bucket_view ? " (gradients are views of them)" : "");
+  return out + "\n";
 }
 
 nlohmann::ordered_json LiveAtPeakJson(const Graph& g, const SimResult& sim, int top) {
@@ -176,6 +210,7 @@ std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
   else
     line(fmt::format("  graph     {}: {} ops, {} tensors, joint",
                      g.name.empty() ? "(unnamed)" : g.name, g.ops.size(), g.tensors.size()));
+  out += ParallelLine(jg);
   line(fmt::format("  program   baseline, {} steps, gradient accumulation {}",
                    a.program.steps.size(), AccumulationModeName(a.accumulation)));
   if (sim.peak_step >= 0) {

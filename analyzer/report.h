@@ -15,6 +15,8 @@ const char* MemplanVersion();
 
 // The "graph" object every report carries.
 nlohmann::ordered_json GraphReportJson(const JointGraph& jg);
+// "  rank      ..." for a rank's step (parallel/rank_step.h); "" otherwise.
+std::string ParallelLine(const JointGraph& jg);
 // What every memplan.report/1 starts with: format, command, memplan_version
 // and graph, in that order.
 nlohmann::ordered_json ReportHeader(const char* command, const JointGraph& jg);

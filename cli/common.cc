@@ -55,7 +55,7 @@ void AddCommon(CLI::App* cmd, CommonFlags* flags) {
       ->allow_extra_args(false);
 }
 
-void AddOptimizerFlags(CLI::App* cmd, OptimizerFlags* flags) {
+void AddStepFlags(CLI::App* cmd, StepFlags* flags) {
   cmd->add_option("--optimizer", flags->optimizer,
                   "add optimizer state and an optimizer phase: none, sgd, momentum (1x the "
                   "parameter bytes), adam, adamw (2x)")
@@ -65,16 +65,71 @@ void AddOptimizerFlags(CLI::App* cmd, OptimizerFlags* flags) {
                   "fp32: float32 master copies of narrower parameters, optimizer state in "
                   "float32")
       ->check(CLI::IsMember({"fp32"}));
+  cmd->add_option("--parallel", flags->parallel,
+                  "one rank's step under data parallelism: none, ddp (DistributedDataParallel), "
+                  "zero1 (ddp + ZeroRedundancyOptimizer), fsdp (FSDP2 fully_shard per module)")
+      ->check(CLI::IsMember({"none", "ddp", "zero1", "fsdp"}))
+      ->capture_default_str();
+  cmd->add_option("--world-size", flags->world_size, "ranks (with --parallel)")
+      ->capture_default_str();
+  cmd->add_option("--rank", flags->rank,
+                  "the rank to predict (zero1: its share of the optimizer state; default the "
+                  "rank holding the most)");
+  cmd->add_flag("--ddp-bucket-view", flags->ddp_bucket_view,
+                "ddp, zero1: gradient_as_bucket_view=True (gradients are views of the buckets)");
+  cmd->add_option("--bucket-cap-mb", flags->bucket_cap_mb, "ddp, zero1: DDP's bucket_cap_mb")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--fsdp-reshard-after-forward", flags->fsdp_reshard_after_forward,
+                  "fsdp: free the unsharded parameters after each module's forward and gather "
+                  "them again for its backward (true), or keep them (false: shard-grad-op)")
+      ->check(CLI::IsMember({"true", "false"}))
+      ->capture_default_str();
+  cmd->add_option("--fsdp-depth", flags->fsdp_depth,
+                  "fsdp: scope components that name a sharded module (2: h.0.attn belongs to h.0)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--fsdp-modules", flags->fsdp_modules,
+                  "fsdp: the modules (scope prefixes) to shard, instead of every module at "
+                  "--fsdp-depth")
+      ->delimiter(',');
 }
 
-bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::string* err) {
-  if (!ParseOptimizerKind(f.optimizer, &out->kind)) {
+bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err) {
+  if (!ParseOptimizerKind(f.optimizer, &out->optimizer.kind)) {
     *err = "bad --optimizer";
     return false;
   }
-  out->master_fp32 = f.master_weights == "fp32";
-  if (out->master_fp32 && out->kind == OptimizerKind::kNone) {
+  out->optimizer.master_fp32 = f.master_weights == "fp32";
+  if (out->optimizer.master_fp32 && out->optimizer.kind == OptimizerKind::kNone) {
     *err = "--master-weights fp32: needs --optimizer (the master copies belong to it)";
+    return false;
+  }
+  parallel::ParallelOptions& p = out->parallel;
+  if (!parallel::ParseStrategy(f.parallel, &p.strategy)) {
+    *err = "bad --parallel";
+    return false;
+  }
+  p.world_size = f.world_size;
+  p.rank = f.rank;
+  p.gradient_as_bucket_view = f.ddp_bucket_view;
+  p.bucket_cap_bytes = static_cast<int64_t>(f.bucket_cap_mb * 1024 * 1024);
+  p.reshard_after_forward = f.fsdp_reshard_after_forward == "true";
+  p.shard_depth = f.fsdp_depth;
+  p.shard_modules = f.fsdp_modules;
+  if (p.world_size < 1) {
+    *err = "--world-size " + std::to_string(p.world_size) + ": expected at least 1";
+    return false;
+  }
+  if (p.strategy == parallel::Strategy::kNone &&
+      (p.world_size != 1 || p.rank >= 0 || f.ddp_bucket_view || !f.fsdp_modules.empty())) {
+    *err = "--world-size, --rank, --ddp-bucket-view and --fsdp-modules need --parallel";
+    return false;
+  }
+  if (p.rank >= p.world_size) {
+    *err = "--rank " + std::to_string(p.rank) + ": expected 0 to " +
+           std::to_string(p.world_size - 1) + " (--world-size " + std::to_string(p.world_size) +
+           ")";
     return false;
   }
   return true;
@@ -101,12 +156,17 @@ bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool*
   return true;
 }
 
-bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load,
-                   const OptimizerOptions& optimizer, JointGraph* jg, std::string* err) {
+bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load, const StepOptions& step,
+                   JointGraph* jg, std::string* err) {
   if (!LoadJointGraph(file, load, jg, err)) return false;
   OptimizerStats stats;
-  if (AddOptimizerState(optimizer, &jg->graph, &stats, err)) return true;
-  *err = jg->file + ": " + *err;
+  if (!AddOptimizerState(step.optimizer, &jg->graph, &stats, err)) {
+    *err = jg->file + ": " + *err;
+    return false;
+  }
+  if (step.parallel.strategy == parallel::Strategy::kNone) return true;
+  if (parallel::MakeRankStep(step.parallel, &jg->graph, &jg->parallel, err)) return true;
+  *err = jg->file + ": --parallel " + parallel::StrategyName(step.parallel.strategy) + ": " + *err;
   return false;
 }
 

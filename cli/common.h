@@ -10,6 +10,7 @@
 #include "analyzer/analysis.h"
 #include "analyzer/graph_json.h"
 #include "analyzer/optimizer_state.h"
+#include "analyzer/parallel/rank_step.h"
 
 namespace memplan {
 
@@ -40,14 +41,27 @@ struct CommonFlags {
 };
 void AddCommon(CLI::App* cmd, CommonFlags* flags);
 
-// --optimizer / --master-weights: optimizer state and update ops added to the
-// joint graph (analyzer/optimizer_state.h).
-struct OptimizerFlags {
+// The training step beyond the graph: --optimizer / --master-weights add
+// optimizer state and update ops (analyzer/optimizer_state.h); --parallel
+// and its options make the step one rank's (analyzer/parallel/rank_step.h).
+struct StepFlags {
   std::string optimizer = "none";
   std::string master_weights;  // "" or "fp32"
+  std::string parallel = "none";
+  int64_t world_size = 1;
+  int64_t rank = -1;
+  bool ddp_bucket_view = false;
+  double bucket_cap_mb = 25;
+  std::string fsdp_reshard_after_forward = "true";
+  int fsdp_depth = 2;
+  std::vector<std::string> fsdp_modules;
 };
-void AddOptimizerFlags(CLI::App* cmd, OptimizerFlags* flags);
-bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::string* err);
+struct StepOptions {
+  OptimizerOptions optimizer;
+  parallel::ParallelOptions parallel;
+};
+void AddStepFlags(CLI::App* cmd, StepFlags* flags);
+bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err);
 
 // --device NAME / --device-conf TEXT: the whole device's memory
 // (alloc/device_memory.h). An empty name is no device (*has_device false).
@@ -56,10 +70,11 @@ bool ParseOptimizerFlags(const OptimizerFlags& f, OptimizerOptions* out, std::st
 bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool* has_device,
                          alloc::DeviceMemory* out, std::string* err);
 
-// Loads a graph (lowered if forward-only) and adds the optimizer state and
-// update of --optimizer: the whole training step.
-bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load,
-                   const OptimizerOptions& optimizer, JointGraph* jg, std::string* err);
+// Loads a graph (lowered if forward-only), adds the optimizer state and
+// update of --optimizer (the whole training step), then makes it one rank's
+// step under --parallel (jg->parallel says what it holds).
+bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load, const StepOptions& step,
+                   JointGraph* jg, std::string* err);
 
 }  // namespace memplan
 

@@ -46,7 +46,7 @@ namespace {
 
 struct AnalyzeFlags {
   CommonFlags common;
-  OptimizerFlags optimizer;
+  StepFlags optimizer;
   std::string accumulation = "inplace";
   std::string json, trace;
   std::string alloc_conf;           // PYTORCH_CUDA_ALLOC_CONF text; "" = PyTorch's defaults
@@ -62,8 +62,8 @@ int RunAnalyze(const AnalyzeFlags& f) {
   if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
   AccumulationMode mode;
   if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
-  OptimizerOptions optimizer;
-  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  StepOptions optimizer;
+  if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
   alloc::Config alloc_config;
   if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
     return Error("--alloc-conf: " + err);
@@ -184,7 +184,7 @@ int RunVerify(const VerifyFlags& f) {
 
 struct PlanFlags {
   CommonFlags common;
-  OptimizerFlags optimizer;
+  StepFlags optimizer;
   std::string budget, out, json, trace, html;
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
   std::string granularity = "op";
@@ -207,8 +207,8 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
   std::string err;
   Progress progress(f.quiet);
   progress.Phase("loading");
-  OptimizerOptions optimizer;
-  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  StepOptions optimizer;
+  if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
   for (const auto& [name, value] : load.symbol_overrides)
     if (name == f.batch_symbol)
       return Error("--set " + name + ": the micro-batch search sets --batch-symbol " + name +
@@ -320,8 +320,8 @@ int RunPlan(const PlanFlags& f) {
                    "are planned on allocated bytes)");
     return RunMicroBatchPlan(f, load, options, budget);
   }
-  OptimizerOptions optimizer;
-  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  StepOptions optimizer;
+  if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
   Progress progress(f.quiet);
   progress.Phase("loading");
   JointGraph jg;
@@ -483,7 +483,7 @@ int RunProfileCommand(const ProfileFlags& f) {
 
 struct CheckFlags {
   CommonFlags common;
-  OptimizerFlags optimizer;
+  StepFlags optimizer;
   std::optional<std::string> budget;
   std::string plan, baseline, tolerance, json;
   std::string accumulation = "inplace", format = "text";
@@ -513,9 +513,9 @@ int RunCheck(const CheckFlags& f) {
   if (!ParseTolerance(f.tolerance.empty() ? "0" : f.tolerance, &in.tolerance, &err))
     return Error("--tolerance: " + err);
   if (in.has_baseline && !LoadBaselineReport(f.baseline, &in.baseline, &err)) return Error(err);
-  OptimizerOptions optimizer;
-  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
-  in.optimizer = OptimizerLabel(optimizer);
+  StepOptions optimizer;
+  if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  in.optimizer = OptimizerLabel(optimizer.optimizer);
   JointGraph jg;
   if (!LoadStepGraph(f.common.graph, options, optimizer, &jg, &err)) return Error(err);
   const Graph& g = jg.graph;
@@ -560,7 +560,7 @@ int RunCheck(const CheckFlags& f) {
 
 struct ReportFlags {
   CommonFlags common;
-  OptimizerFlags optimizer;
+  StepFlags optimizer;
   std::string plan, profile, html;
   std::string accumulation = "inplace";
   std::string alloc_conf, device, device_conf;
@@ -575,8 +575,8 @@ int RunReport(const ReportFlags& f) {
   if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
   AccumulationMode mode;
   if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
-  OptimizerOptions optimizer;
-  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  StepOptions optimizer;
+  if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
   alloc::Config alloc_config;
   if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
     return Error("--alloc-conf: " + err);
@@ -693,7 +693,7 @@ int Main(int argc, char** argv) {
   a->add_option("--top", analyze.top, "how many live buffers to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
-  AddOptimizerFlags(a, &analyze.optimizer);
+  AddStepFlags(a, &analyze.optimizer);
   a->add_flag("-q,--quiet", analyze.quiet, "no summary on stdout");
   a->add_flag("--timings", analyze.timings, "print the time of each phase on stderr");
   a->footer(
@@ -771,7 +771,7 @@ int Main(int argc, char** argv) {
   p->add_option("--top", plan.top, "how many tensors to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
-  AddOptimizerFlags(p, &plan.optimizer);
+  AddStepFlags(p, &plan.optimizer);
   p->add_option("--global-batch", plan.global_batch,
                 "find the largest micro-batch of a global batch of N that fits, with the "
                 "baseline program and with checkpointing, and the gradient-accumulation steps")
@@ -885,7 +885,7 @@ int Main(int argc, char** argv) {
                  "comment or $GITHUB_STEP_SUMMARY)")
       ->check(CLI::IsMember({"text", "github", "markdown"}))
       ->capture_default_str();
-  AddOptimizerFlags(ck, &check.optimizer);
+  AddStepFlags(ck, &check.optimizer);
   ck->add_flag("-q,--quiet", check.quiet, "nothing on stdout");
   ck->footer(
       "Exit codes: 0 every condition holds, 1 a condition failed (over budget, regression, "
@@ -924,7 +924,7 @@ int Main(int argc, char** argv) {
   rp->add_option("--top", report.top, "how many live buffers to list")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
-  AddOptimizerFlags(rp, &report.optimizer);
+  AddStepFlags(rp, &report.optimizer);
   rp->add_flag("-q,--quiet", report.quiet, "nothing on stdout");
   rp->footer(
       "The page has no scripts and loads nothing; the same input gives the same bytes.\n"

@@ -21,7 +21,7 @@ namespace {
 
 struct SnapshotFlags {
   CommonFlags common;
-  OptimizerFlags optimizer;
+  StepFlags optimizer;
   std::string plan, out, snapshot, json, alloc_conf;
   std::string accumulation = "inplace";
   int iterations = alloc::kDefaultReservedIterations;
@@ -34,8 +34,8 @@ int Predict(const SnapshotFlags& f, JointGraph* jg, memviz::Snapshot* predicted,
   GraphLoadOptions options;
   std::string err;
   if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
-  OptimizerOptions optimizer;
-  if (!ParseOptimizerFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  StepOptions optimizer;
+  if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
   AccumulationMode mode;
   if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
   alloc::Config config;
@@ -172,7 +172,7 @@ int RunCompare(const SnapshotFlags& f) {
 
 void AddPredictionFlags(CLI::App* cmd, SnapshotFlags* f) {
   AddCommon(cmd, &f->common);
-  AddOptimizerFlags(cmd, &f->optimizer);
+  AddStepFlags(cmd, &f->optimizer);
   cmd->add_option("--plan", f->plan, "predict this plan's step program instead of the baseline");
   cmd->add_option("--accumulation", f->accumulation,
                   "baseline gradient accumulation: inplace, outofplace, deferred")

@@ -1,0 +1,466 @@
+#include "analyzer/parallel/rank_step.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "analyzer/sac_policy.h"
+
+namespace memplan::parallel {
+
+bool ParseStrategy(std::string_view name, Strategy* out) {
+  if (name == "none")
+    *out = Strategy::kNone;
+  else if (name == "ddp")
+    *out = Strategy::kDdp;
+  else if (name == "zero1")
+    *out = Strategy::kZero1;
+  else if (name == "fsdp")
+    *out = Strategy::kFsdp;
+  else
+    return false;
+  return true;
+}
+
+namespace {
+
+// By parameter index: the gradient the optimizer updates it with (the last
+// one made), or -1.
+std::vector<int> FinalGradients(const Graph& g) {
+  std::vector<int> grad(g.tensors.size(), -1);
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const Tensor& tensor = g.tensors[t];
+    if (!g.IsParameterGradient(static_cast<int>(t)) || tensor.producer < 0) continue;
+    int& best = grad[tensor.grad_of];
+    if (best < 0 || g.tensors[best].producer < tensor.producer) best = static_cast<int>(t);
+  }
+  return grad;
+}
+
+int AddTensor(Graph* g, Tensor t, std::string* err) {
+  g->tensors.push_back(std::move(t));
+  const int index = static_cast<int>(g->tensors.size()) - 1;
+  if (g->IndexTensor(index) >= 0) {
+    *err = fmt::format("tensor id \"{}\" is already taken", g->tensors[index].id);
+    return -1;
+  }
+  return index;
+}
+
+// Rebuilds the op list with `before[i]` ahead of op i and `after[i]` behind
+// it; the op index is rebuilt by Finalize.
+void InsertOps(Graph* g, std::vector<std::vector<Op>>& before,
+               std::vector<std::vector<Op>>& after) {
+  std::vector<Op> ops;
+  ops.reserve(g->ops.size() * 2);
+  for (size_t i = 0; i < g->ops.size(); ++i) {
+    for (Op& op : before[i]) ops.push_back(std::move(op));
+    ops.push_back(std::move(g->ops[i]));
+    for (Op& op : after[i]) ops.push_back(std::move(op));
+  }
+  g->ops = std::move(ops);
+  g->op_index.Clear();
+}
+
+// Drops the tensors marked in `drop` (nothing may still refer to them) and
+// renumbers the rest.
+void RemoveTensors(Graph* g, const std::vector<bool>& drop) {
+  std::vector<int> index(g->tensors.size(), -1);
+  std::vector<Tensor> kept;
+  for (size_t t = 0; t < g->tensors.size(); ++t) {
+    if (drop[t]) continue;
+    index[t] = static_cast<int>(kept.size());
+    kept.push_back(std::move(g->tensors[t]));
+  }
+  auto remap = [&](int& t) {
+    if (t >= 0) t = index[t];
+  };
+  for (Tensor& t : kept) {
+    remap(t.alias_of);
+    remap(t.grad_of);
+  }
+  for (Op& op : g->ops) {
+    for (int& t : op.inputs) remap(t);
+    for (int& t : op.outputs) remap(t);
+    for (int& t : op.saves) remap(t);
+  }
+  for (int& t : g->outputs) remap(t);
+  g->tensors = std::move(kept);
+  g->tensor_index.Clear();
+}
+
+int64_t Bytes(const Graph& g, int t) { return g.tensors[t].bytes; }
+
+// DDP's buckets: parameters with a gradient in reverse order, grouped by
+// dtype, each bucket closed once it reaches its cap (the first 1 MiB).
+bool AddBuckets(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
+  const std::vector<int> grad = FinalGradients(*g);
+  struct Open {
+    int64_t numel = 0, bytes = 0;
+    std::vector<int> params;
+    int closed = 0;
+  };
+  std::map<DType, Open> open;
+  std::vector<std::pair<DType, std::vector<int>>> buckets;
+  std::vector<int64_t> bucket_numel;
+  auto close = [&](DType dtype, Open& b) {
+    buckets.emplace_back(dtype, b.params);
+    bucket_numel.push_back(b.numel);
+    b = Open{0, 0, {}, b.closed + 1};
+  };
+  for (int p = static_cast<int>(g->tensors.size()) - 1; p >= 0; --p) {
+    if (grad[p] < 0) continue;
+    const DType dtype = g->tensors[grad[p]].dtype;
+    Open& b = open[dtype];
+    b.params.push_back(p);
+    b.numel += g->tensors[grad[p]].numel;
+    b.bytes += Bytes(*g, grad[p]);
+    const int64_t cap = b.closed == 0 ? kDdpFirstBucketBytes : options.bucket_cap_bytes;
+    if (b.bytes >= cap) close(dtype, b);
+  }
+  for (auto& [dtype, b] : open)
+    if (!b.params.empty()) close(dtype, b);
+  if (buckets.empty()) {
+    *err = "the graph has no parameter gradients for DDP to reduce";
+    return false;
+  }
+  std::vector<int> bucket_of(g->tensors.size(), -1);
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    Tensor t;
+    t.id = fmt::format("ddp.bucket.{}", k);
+    t.shape = {Dim{bucket_numel[k], ""}};
+    t.dtype = buckets[k].first;
+    t.kind = TensorKind::kBuffer;
+    const int index = AddTensor(g, std::move(t), err);
+    if (index < 0) return false;
+    for (int p : buckets[k].second) bucket_of[p] = index;
+  }
+  stats->buckets = static_cast<int64_t>(buckets.size());
+  if (!g->Finalize(err)) return false;
+  for (size_t k = 0; k < buckets.size(); ++k)
+    stats->bucket_bytes += g->tensors[g->tensors.size() - buckets.size() + k].bytes;
+  if (!options.gradient_as_bucket_view) return true;
+  // Gradients as bucket views: each final gradient is copied into its
+  // bucket right after it is made and freed; the optimizer reads the bucket.
+  std::vector<std::vector<Op>> before(g->ops.size()), after(g->ops.size());
+  std::vector<int> bucket_for_grad(g->tensors.size(), -1);
+  for (size_t p = 0; p < grad.size(); ++p) {
+    if (grad[p] < 0) continue;
+    const int gt = grad[p];
+    Op copy;
+    copy.id = fmt::format("ddp.copy_to_bucket.{}", g->tensors[p].id);
+    copy.type = "ddp_copy_to_bucket";
+    copy.phase = Phase::kBackward;
+    copy.inputs = {gt, bucket_of[p]};
+    after[g->tensors[gt].producer].push_back(std::move(copy));
+    bucket_for_grad[gt] = bucket_of[p];
+  }
+  for (Op& op : g->ops) {
+    if (op.phase != Phase::kOptimizer) continue;
+    for (int& t : op.inputs)
+      if (bucket_for_grad[t] >= 0) t = bucket_for_grad[t];
+  }
+  for (size_t p = 0; p < grad.size(); ++p)
+    if (grad[p] >= 0) g->tensors[grad[p]].grad_of = -1;  // no longer kept to the end
+  InsertOps(g, before, after);
+  return true;
+}
+
+// ZeroRedundancyOptimizer's partition; keeps the state and update ops of
+// `rank`'s parameters.
+bool ShardOptimizerState(const ParallelOptions& options, Graph* g, RankStats* stats,
+                         std::string* err) {
+  std::vector<int> params;  // updated parameters, in op order
+  for (const Op& op : g->ops)
+    if (op.phase == Phase::kOptimizer && !op.inputs.empty()) params.push_back(op.inputs[0]);
+  if (params.empty()) {
+    *err = "it shards the optimizer state, and the step has none: give --optimizer";
+    return false;
+  }
+  std::vector<int> sorted = params;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [&](int a, int b) { return g->tensors[a].numel > g->tensors[b].numel; });
+  std::vector<int64_t> numel(options.world_size, 0), state(options.world_size, 0);
+  std::vector<int> owner(g->tensors.size(), -1);
+  for (int p : sorted) {
+    const int r = static_cast<int>(std::min_element(numel.begin(), numel.end()) - numel.begin());
+    owner[p] = r;
+    numel[r] += g->tensors[p].numel;
+  }
+  for (const Op& op : g->ops) {
+    if (op.phase != Phase::kOptimizer || op.inputs.empty()) continue;
+    for (int t : op.inputs)
+      if (g->tensors[t].kind == TensorKind::kOptimizerState)
+        state[owner[op.inputs[0]]] += g->tensors[t].bytes;
+  }
+  int64_t rank = options.rank;
+  if (rank < 0) rank = std::max_element(state.begin(), state.end()) - state.begin();
+  stats->rank = rank;
+  std::vector<bool> drop(g->tensors.size(), false);
+  std::vector<Op> ops;
+  for (Op& op : g->ops) {
+    if (op.phase == Phase::kOptimizer && !op.inputs.empty() && owner[op.inputs[0]] != rank) {
+      for (int t : op.inputs)
+        if (g->tensors[t].kind == TensorKind::kOptimizerState) drop[t] = true;
+      continue;
+    }
+    ops.push_back(std::move(op));
+  }
+  g->ops = std::move(ops);
+  g->op_index.Clear();
+  RemoveTensors(g, drop);
+  return g->Finalize(err);
+}
+
+struct Unit {
+  std::string name;         // "" for the root
+  std::vector<int> params;  // in tensor order
+  int first_forward = -1;   // op index
+  int first_backward = -1;  // op index of the first backward op reading a parameter
+};
+
+// The unit (module) a scope belongs to: the longest listed module that is a
+// component-wise prefix of it, or ScopePrefix at `depth`.
+std::string UnitOf(const std::string& scope, const ParallelOptions& options) {
+  if (options.shard_modules.empty()) return ScopePrefix(scope, options.shard_depth);
+  std::string best;
+  for (const std::string& m : options.shard_modules) {
+    const bool prefix =
+        scope == m ||
+        (scope.size() > m.size() && scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.');
+    if (prefix && m.size() > best.size()) best = m;
+  }
+  return best;
+}
+
+bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
+  const int64_t world = options.world_size;
+  for (const std::string& m : options.shard_modules) {
+    bool found = false;
+    for (const Op& op : g->ops) found = found || UnitOf(op.scope, {.shard_modules = {m}}) == m;
+    if (!found) {
+      *err = fmt::format("--fsdp-modules: no op of the graph is scoped in module \"{}\"", m);
+      return false;
+    }
+  }
+  // Each parameter's unit: the module of all its forward readers, else the root.
+  const size_t n_tensors = g->tensors.size();
+  std::vector<std::string> unit_of(n_tensors);
+  std::vector<int> state(n_tensors, 0);  // 0 unread, 1 one unit, 2 root
+  bool any_parameter = false;
+  for (size_t t = 0; t < n_tensors; ++t)
+    any_parameter |= g->tensors[t].kind == TensorKind::kParameter;
+  if (!any_parameter) {
+    *err = "the graph has no parameters to shard";
+    return false;
+  }
+  for (const Op& op : g->ops) {
+    if (op.phase != Phase::kForward) continue;
+    const std::string unit = UnitOf(op.scope, options);
+    for (int p : op.inputs) {
+      if (g->tensors[p].kind != TensorKind::kParameter) continue;
+      if (state[p] == 0) {
+        unit_of[p] = unit;
+        state[p] = unit.empty() ? 2 : 1;
+      } else if (state[p] == 1 && unit_of[p] != unit) {
+        unit_of[p] = "";
+        state[p] = 2;
+      }
+    }
+  }
+  std::vector<Unit> units;
+  std::map<std::string, int> unit_index;
+  for (size_t p = 0; p < n_tensors; ++p) {
+    if (g->tensors[p].kind != TensorKind::kParameter) continue;
+    auto [it, added] = unit_index.emplace(unit_of[p], static_cast<int>(units.size()));
+    if (added) units.push_back(Unit{unit_of[p], {}, -1, -1});
+    units[it->second].params.push_back(static_cast<int>(p));
+  }
+  std::vector<int> unit_of_param(n_tensors, -1);
+  for (size_t u = 0; u < units.size(); ++u)
+    for (int p : units[u].params) unit_of_param[p] = static_cast<int>(u);
+  for (size_t o = 0; o < g->ops.size(); ++o) {
+    const Op& op = g->ops[o];
+    for (int p : op.inputs) {
+      const int u = unit_of_param[p];
+      if (u < 0) continue;
+      int& first = op.phase == Phase::kForward    ? units[u].first_forward
+                   : op.phase == Phase::kBackward ? units[u].first_backward
+                                                  : units[u].first_forward;
+      if (op.phase == Phase::kOptimizer) continue;
+      if (first < 0) first = static_cast<int>(o);
+    }
+  }
+  const std::vector<int> grad = FinalGradients(*g);
+  std::vector<std::vector<Op>> before(g->ops.size()), after(g->ops.size());
+  std::vector<int> unsharded(n_tensors, -1), unsharded_bw(n_tensors, -1),
+      sharded_grad(n_tensors, -1);
+  std::vector<double> shard_fraction(n_tensors, 1.0);
+  // Units in the order their backward starts, for the prefetch.
+  std::vector<int> by_backward;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (units[u].first_backward >= 0) by_backward.push_back(static_cast<int>(u));
+  std::sort(by_backward.begin(), by_backward.end(),
+            [&](int a, int b) { return units[a].first_backward < units[b].first_backward; });
+  std::vector<int> gather_bw_at(units.size(), -1);  // op index the backward gather goes before
+  for (size_t k = 0; k < by_backward.size(); ++k)
+    gather_bw_at[by_backward[k]] = units[by_backward[k == 0 ? 0 : k - 1]].first_backward;
+
+  for (size_t u = 0; u < units.size(); ++u) {
+    Unit& unit = units[u];
+    const bool root = unit.name.empty();
+    const std::string label = root ? "root" : unit.name;
+    stats->units.push_back(unit.name);
+    Op gather;
+    gather.id = fmt::format("fsdp.{}.all_gather", label);
+    gather.type = "fsdp_all_gather";
+    gather.phase = Phase::kForward;
+    gather.scope = unit.name;
+    Op gather_bw = gather;
+    gather_bw.id += ".bw";
+    gather_bw.phase = Phase::kBackward;
+    Op reduce;
+    reduce.id = fmt::format("fsdp.{}.reduce_scatter", label);
+    reduce.type = "fsdp_reduce_scatter";
+    reduce.phase = Phase::kBackward;
+    reduce.scope = unit.name;
+    const bool reshard = options.reshard_after_forward && !root && unit.first_forward >= 0 &&
+                         unit.first_backward >= 0;
+    int last_grad = -1;
+    for (int p : unit.params) {
+      Tensor& param = g->tensors[p];
+      const Tensor full = param;
+      const int64_t rows = full.shape.empty() ? 1 : full.shape[0].value;
+      const int64_t shard_rows = (rows + world - 1) / world;
+      const int64_t rest = rows > 0 ? full.numel / rows : 0;
+      if (full.shape.empty())
+        param.shape = {Dim{shard_rows, ""}};
+      else
+        param.shape[0] = Dim{shard_rows, ""};
+      for (size_t d = 1; d < param.shape.size(); ++d) param.shape[d].symbol.clear();
+      shard_fraction[p] = full.numel > 0 ? static_cast<double>(shard_rows * rest) / full.numel : 0;
+      const int64_t padded_bytes = shard_rows * world * rest * DTypeSize(full.dtype);
+      gather.workspace_bytes += padded_bytes;
+      gather.inputs.push_back(p);
+      Tensor copy = full;
+      copy.kind = TensorKind::kTemporary;
+      copy.id = full.id + ".unsharded";
+      copy.grad_of = -1;
+      copy.alias_of = -1;
+      unsharded[p] = AddTensor(g, copy, err);
+      if (unsharded[p] < 0) return false;
+      gather.outputs.push_back(unsharded[p]);
+      if (reshard) {
+        copy.id = full.id + ".unsharded.bw";
+        unsharded_bw[p] = AddTensor(g, copy, err);
+        if (unsharded_bw[p] < 0) return false;
+        gather_bw.inputs.push_back(p);
+        gather_bw.outputs.push_back(unsharded_bw[p]);
+        gather_bw.workspace_bytes += padded_bytes;
+      }
+      if (grad[p] >= 0) {
+        const Tensor& gt = g->tensors[grad[p]];
+        reduce.inputs.push_back(grad[p]);
+        reduce.workspace_bytes += shard_rows * world * rest * DTypeSize(gt.dtype);
+        last_grad = std::max(last_grad, gt.producer);
+        Tensor shard = g->tensors[p];  // the sharded shape
+        shard.id = gt.id + ".shard";
+        shard.kind = TensorKind::kGradient;
+        shard.dtype = gt.dtype;
+        shard.grad_of = p;
+        shard.alias_of = -1;
+        sharded_grad[grad[p]] = AddTensor(g, shard, err);
+        if (sharded_grad[grad[p]] < 0) return false;
+        reduce.outputs.push_back(sharded_grad[grad[p]]);
+      }
+    }
+    // A unit no forward op reads is gathered at its first backward need.
+    int at = root ? 0 : unit.first_forward;
+    if (at < 0) {
+      at = std::max(0, unit.first_backward);
+      gather.phase = unit.first_backward >= 0 ? Phase::kBackward : Phase::kForward;
+    }
+    before[at].push_back(std::move(gather));
+    if (reshard) before[gather_bw_at[u]].push_back(std::move(gather_bw));
+    if (last_grad >= 0) after[last_grad].push_back(std::move(reduce));
+  }
+  // Readers move to the unsharded copies; the optimizer to the sharded
+  // gradients and sharded state.
+  for (Op& op : g->ops) {
+    for (int& t : op.inputs) {
+      if (op.phase == Phase::kOptimizer) {
+        if (sharded_grad[t] >= 0) t = sharded_grad[t];
+        continue;
+      }
+      if (unsharded[t] < 0) continue;
+      t = op.phase == Phase::kBackward && unsharded_bw[t] >= 0 ? unsharded_bw[t] : unsharded[t];
+    }
+    if (op.phase == Phase::kOptimizer && !op.inputs.empty()) {
+      const double fraction = shard_fraction[op.inputs[0]];
+      op.workspace_bytes = static_cast<int64_t>(op.workspace_bytes * fraction);
+      const Tensor& param = g->tensors[op.inputs[0]];
+      for (int t : op.inputs) {
+        Tensor& s = g->tensors[t];
+        if (s.kind != TensorKind::kOptimizerState) continue;
+        s.shape = param.shape;
+      }
+    }
+  }
+  for (size_t p = 0; p < grad.size(); ++p)
+    if (grad[p] >= 0 && sharded_grad[grad[p]] >= 0) g->tensors[grad[p]].grad_of = -1;
+  InsertOps(g, before, after);
+  return true;
+}
+
+}  // namespace
+
+bool MakeRankStep(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
+  *stats = RankStats();
+  stats->strategy = options.strategy;
+  stats->world_size = options.world_size;
+  stats->gradient_as_bucket_view =
+      options.gradient_as_bucket_view && options.strategy != Strategy::kFsdp;
+  stats->reshard_after_forward =
+      options.reshard_after_forward && options.strategy == Strategy::kFsdp;
+  if (options.world_size < 1) {
+    *err = fmt::format("--world-size {}: expected at least 1", options.world_size);
+    return false;
+  }
+  if (options.strategy == Strategy::kNone) {
+    if (options.world_size != 1) {
+      *err = "--world-size needs --parallel ddp, zero1 or fsdp";
+      return false;
+    }
+    return true;
+  }
+  if (options.rank >= options.world_size) {
+    *err = fmt::format("--rank {}: expected 0 to {} (--world-size {})", options.rank,
+                       options.world_size - 1, options.world_size);
+    return false;
+  }
+  stats->rank = std::max<int64_t>(0, options.rank);
+  bool ok = true;
+  switch (options.strategy) {
+    case Strategy::kDdp:
+      ok = AddBuckets(options, g, stats, err);
+      break;
+    case Strategy::kZero1:
+      ok = ShardOptimizerState(options, g, stats, err) && AddBuckets(options, g, stats, err);
+      break;
+    case Strategy::kFsdp:
+      ok = Fsdp(options, g, stats, err);
+      break;
+    case Strategy::kNone:
+      break;
+  }
+  if (!ok || !g->Finalize(err)) return false;
+  for (const Tensor& t : g->tensors) {
+    if (t.kind == TensorKind::kParameter) stats->parameter_bytes += t.bytes;
+    if (t.kind == TensorKind::kOptimizerState) stats->optimizer_state_bytes += t.bytes;
+  }
+  return true;
+}
+
+}  // namespace memplan::parallel

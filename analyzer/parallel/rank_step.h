@@ -1,0 +1,80 @@
+// One rank's training step under a data-parallel strategy.
+//
+// Sees: a finalized joint graph of the single-device step (forward,
+// backward, and the optimizer phase when --optimizer added one), ops
+// scoped by module. Returns: the step one rank runs, as a joint graph of
+// its own, which the simulator, the allocator model, the reports and the
+// planners take like any other. Collectives are ops that move no bytes of
+// their own beyond what is written here; their time is not modelled.
+//
+//   ddp    DistributedDataParallel: every rank holds the whole model. The
+//          gradients are reduced in flat buckets (the first capped at
+//          1 MiB, the rest at bucket_cap_bytes, filled in reverse parameter
+//          order as DDP's reducer does), allocated when DDP wraps the model
+//          and held for the whole step (resident, kind buffer). Without
+//          gradient_as_bucket_view each gradient is copied into its bucket
+//          and back: the buckets add the gradients' bytes. With it the
+//          gradients are views of the buckets: a backward op's gradient is
+//          copied into the bucket and freed, and the optimizer reads the
+//          bucket.
+//   zero1  ddp, plus torch.distributed.optim.ZeroRedundancyOptimizer: each
+//          rank keeps the optimizer state (and runs the update) of its own
+//          parameters only: parameters sorted by size, largest first, each
+//          to the rank with the fewest elements so far (ties: lowest rank).
+//   fsdp   FSDP2 fully_shard on every module at shard_depth scope components,
+//          then on the root (parameters no such module owns alone): each
+//          parameter is sharded on dim 0 (ceil(dim0 / world) rows, padded).
+//          Before a unit's first forward op one op all-gathers its
+//          parameters (workspace: the flat all-gather buffer, world x the
+//          padded shards); its forward ops read the unsharded copies. With
+//          reshard_after_forward (not for the root, as FSDP2) they are freed
+//          after their last forward use and gathered again in the backward,
+//          one unit ahead of its first backward op (FSDP2's backward
+//          prefetch); without, they stay to the unit's backward. After the
+//          last gradient of a unit is made, one op reduce-scatters the
+//          unsharded gradients (workspace: the flat reduce-scatter input)
+//          into sharded ones, which the optimizer reads; optimizer state is
+//          sharded like its parameter.
+//
+// Not modelled: mixed-precision parameter and reduce dtypes, NCCL/gloo
+// internal buffers, tensor and pipeline parallelism.
+#ifndef MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_
+#define MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analyzer/graph.h"
+#include "analyzer/parallel/rank_stats.h"
+
+namespace memplan::parallel {
+
+bool ParseStrategy(std::string_view name, Strategy* out);
+
+constexpr int64_t kDdpFirstBucketBytes = int64_t{1} << 20;  // dist._DEFAULT_FIRST_BUCKET_BYTES
+constexpr int64_t kDdpBucketCapBytes = int64_t{25} << 20;   // bucket_cap_mb=25
+
+struct ParallelOptions {
+  Strategy strategy = Strategy::kNone;
+  int64_t world_size = 1;
+  int64_t rank = -1;                     // zero1: -1 picks the rank with the most optimizer state
+  bool gradient_as_bucket_view = false;  // ddp, zero1
+  int64_t bucket_cap_bytes = kDdpBucketCapBytes;  // ddp, zero1
+  bool reshard_after_forward = true;              // fsdp
+  int shard_depth = 2;                            // fsdp: "h.0.attn" -> unit "h.0"
+  // fsdp: the modules (scope prefixes) to shard; empty: every module at
+  // shard_depth.
+  std::vector<std::string> shard_modules;
+};
+
+// Rewrites `joint` into the step of one rank. Errors (exit 2 at the CLI):
+// a world size below 1, or above 1 with strategy none; a rank outside
+// [0, world); a graph without parameters; zero1 without optimizer state;
+// a module in shard_modules that no op of the graph is scoped in.
+bool MakeRankStep(const ParallelOptions& options, Graph* joint, RankStats* stats, std::string* err);
+
+}  // namespace memplan::parallel
+
+#endif  // MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_

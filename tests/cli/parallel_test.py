@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""CLI tests of --parallel (one rank's step: analyzer/parallel/rank_step.h), stdlib only.
+
+Usage: parallel_test.py --memplan PATH/TO/memplan
+
+analyze, plan, check and report take --parallel ddp|zero1|fsdp --world-size N;
+the reports carry graph.parallel and match schemas/report.schema.json; bad
+options exit 2 with exact messages. Prints one line per failure and "N passed,
+M failed"; exits 1 when anything failed.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from harness import Runner, describe
+
+GRAPH = "examples/gpt_tiny.graph.json"
+MIB = 1 << 20
+
+
+def analyze(r, label, *extra):
+    report = r.path("a.json")
+    rc, out, err = r.run("analyze", GRAPH, "--optimizer", "adam", "--json", report, *extra)
+    if not r.check(label + ": exit 0", rc == 0, describe(rc, out, err)):
+        return None, out
+    vrc, vout = r.validate(os.path.join("schemas", "report.schema.json"), [report])
+    r.check(label + ": report matches schemas/report.schema.json", vrc == 0, vout)
+    with open(report, encoding="utf-8") as f:
+        return json.load(f), out
+
+
+def test_strategies(r):
+    single, _ = analyze(r, "single device")
+    ddp, out = analyze(r, "ddp", "--parallel", "ddp", "--world-size", "8")
+    zero1, _ = analyze(r, "zero1", "--parallel", "zero1", "--world-size", "8")
+    fsdp, fout = analyze(r, "fsdp", "--parallel", "fsdp", "--world-size", "8")
+    if not (single and ddp and zero1 and fsdp):
+        return
+    r.check("single device: no parallel block", "parallel" not in single["graph"])
+    p = ddp["graph"].get("parallel", {})
+    r.check("ddp: block", p.get("strategy") == "ddp" and p.get("world_size") == 8
+            and p.get("buckets", 0) >= 1 and p.get("gradient_as_bucket_view") is False, p)
+    r.check("ddp: the buckets hold every gradient: the parameter bytes",
+            p.get("bucket_bytes") == p.get("parameter_bytes"), p)
+    r.check("ddp: peak at least the single device's", ddp["peak_bytes"] >= single["peak_bytes"])
+    r.check("ddp: summary line",
+            "  rank      0 of 8 under ddp: parameters 14.28 MiB, optimizer state 28.55 MiB, "
+            "2 gradient buckets 14.28 MiB\n" in out, out)
+    z = zero1["graph"].get("parallel", {})
+    r.check("zero1: a share of the optimizer state",
+            0 < z.get("optimizer_state_bytes", 0) < p.get("optimizer_state_bytes", 0), z)
+    r.check("zero1: lower peak than ddp", zero1["peak_bytes"] < ddp["peak_bytes"])
+    f = fsdp["graph"].get("parallel", {})
+    r.check("fsdp: parameters sharded 8 ways (padded)",
+            p.get("parameter_bytes", 0) / 8 <= f.get("parameter_bytes", 0)
+            < p.get("parameter_bytes", 0) / 7, f)
+    r.check("fsdp: units", f.get("units") == ["wte", "wpe", "h.0", "h.1", "ln_f", "lm_head"]
+            and f.get("reshard_after_forward"), f)
+    r.check("fsdp: lower peak than single device", fsdp["peak_bytes"] < single["peak_bytes"])
+
+
+def test_plan_check_report(r):
+    flags = ["--optimizer", "adam", "--parallel", "fsdp", "--world-size", "8"]
+    report = r.path("p.json")
+    rc, out, err = r.run("plan", GRAPH, "--budget", "110MiB", "--json", report, "-q", *flags)
+    if r.check("plan --parallel fsdp: exit 0", rc == 0, describe(rc, out, err)):
+        with open(report, encoding="utf-8") as f:
+            doc = json.load(f)
+        r.check("plan: fits the rank's budget", doc["feasible"]
+                and doc["predicted"]["peak_bytes"] <= 110 * MIB)
+        r.check("plan: the rank's graph", doc["graph"].get("parallel", {}).get("strategy") == "fsdp")
+    rc, out, err = r.run("check", GRAPH, "--budget", "110MiB", *flags)
+    r.check("check --parallel fsdp over budget: exit 1", rc == 1, describe(rc, out, err))
+    rc, out, err = r.run("check", GRAPH, "--budget", "1GiB", *flags)
+    r.check("check --parallel fsdp within budget: exit 0", rc == 0, describe(rc, out, err))
+    rc, out, err = r.run("report", GRAPH, "--html", r.path("r.html"), *flags)
+    r.check("report --parallel fsdp: exit 0", rc == 0, describe(rc, out, err))
+
+
+def test_errors(r):
+    for args, want in [
+        (("analyze", GRAPH, "--world-size", "4"),
+         "memplan: error: --world-size, --rank, --ddp-bucket-view and --fsdp-modules need "
+         "--parallel\n"),
+        (("analyze", GRAPH, "--parallel", "ddp", "--world-size", "0"),
+         "memplan: error: --world-size 0: expected at least 1\n"),
+        (("analyze", GRAPH, "--parallel", "zero1", "--world-size", "8", "--rank", "8"),
+         "memplan: error: --rank 8: expected 0 to 7 (--world-size 8)\n"),
+        (("analyze", GRAPH, "--parallel", "zero1", "--world-size", "8"),
+         "memplan: error: examples/gpt_tiny.graph.json: --parallel zero1: it shards the "
+         "optimizer state, and the step has none: give --optimizer\n"),
+        (("analyze", GRAPH, "--parallel", "fsdp", "--world-size", "8", "--fsdp-modules",
+          "h.0,h.9"),
+         "memplan: error: examples/gpt_tiny.graph.json: --parallel fsdp: --fsdp-modules: no op "
+         "of the graph is scoped in module \"h.9\"\n"),
+    ]:
+        rc, out, err = r.run(*args)
+        r.check("%s: exit 2 and exact message" % " ".join(args[2:]), rc == 2 and err == want,
+                describe(rc, out, err))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memplan", required=True)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        r = Runner(os.path.abspath(args.memplan), tmp)
+        test_strategies(r)
+        test_plan_check_report(r)
+        test_errors(r)
+    print("%d passed, %d failed" % (r.passed, len(r.failed)))
+    return 1 if r.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+#include <doctest/doctest.h>
+
+#include "analyzer/optimizer_state.h"
+#include "analyzer/parallel/rank_step.h"
+#include "analyzer/simulator.h"
+#include "test_util.h"
+
+namespace memplan::parallel {
+namespace {
+
+constexpr int64_t U = 1024;  // one [256] float32 tensor
+
+// Three modules, one parameter each: a = x * w0 (l0), y = a * w1 (l1),
+// z = y * w2 (l2), loss = mean(z). The backward: l.bw, f2.bw (reads y and
+// w2), f1.bw (reads a and w1), f0.bw (reads x only: x needs no gradient).
+const char* kThree = R"({"format": "memplan.graph/1", "name": "three", "tensors": [
+    {"id": "x", "shape": [256], "dtype": "float32", "kind": "input"},
+    {"id": "w0", "shape": [256], "dtype": "float32", "kind": "parameter"},
+    {"id": "w1", "shape": [256], "dtype": "float32", "kind": "parameter"},
+    {"id": "w2", "shape": [256], "dtype": "float32", "kind": "parameter"},
+    {"id": "a", "shape": [256], "dtype": "float32"},
+    {"id": "y", "shape": [256], "dtype": "float32"},
+    {"id": "z", "shape": [256], "dtype": "float32"},
+    {"id": "loss", "shape": [], "dtype": "float32"}],
+  "ops": [
+    {"id": "f0", "type": "mul", "inputs": ["x", "w0"], "outputs": ["a"], "scope": "l0"},
+    {"id": "f1", "type": "mul", "inputs": ["a", "w1"], "outputs": ["y"], "scope": "l1"},
+    {"id": "f2", "type": "mul", "inputs": ["y", "w2"], "outputs": ["z"], "scope": "l2"},
+    {"id": "l", "type": "mean", "inputs": ["z"], "outputs": ["loss"], "scope": "loss"}],
+  "outputs": ["loss"]})";
+
+Graph Step(OptimizerKind optimizer = OptimizerKind::kNone) {
+  Graph g = testing::MustLower(kThree);
+  OptimizerOptions o;
+  o.kind = optimizer;
+  OptimizerStats stats;
+  std::string err;
+  REQUIRE(AddOptimizerState(o, &g, &stats, &err));
+  return g;
+}
+
+SimResult Run(const Graph& g) { return testing::Baseline(g, AccumulationMode::kInplace); }
+
+Graph Rank(const ParallelOptions& options, RankStats* stats,
+           OptimizerKind optimizer = OptimizerKind::kNone) {
+  Graph g = Step(optimizer);
+  std::string err;
+  INFO(err);
+  REQUIRE(MakeRankStep(options, &g, stats, &err));
+  return g;
+}
+
+std::vector<std::string> OpIds(const Graph& g) {
+  std::vector<std::string> ids;
+  for (const Op& op : g.ops) ids.push_back(op.id);
+  return ids;
+}
+
+TEST_CASE("parallel: the single-device step, by hand") {
+  // At f2.bw: x, w0, w1, w2 (4U) + a, y, z.grad, y.grad, w2.grad (5U) + loss.
+  CHECK(Run(Step()).peak_bytes == 9 * U + 4);
+}
+
+TEST_CASE("parallel: ddp adds its gradient buckets for the whole step") {
+  RankStats stats;
+  ParallelOptions options{.strategy = Strategy::kDdp, .world_size = 4};
+  Graph g = Rank(options, &stats);
+  // Reverse order w2, w1, w0: 3 KiB never reaches the first bucket's 1 MiB.
+  CHECK(stats.buckets == 1);
+  CHECK(stats.bucket_bytes == 3 * U);
+  SimResult r = Run(g);
+  CHECK(r.peak_bytes == 9 * U + 4 + 3 * U);
+  // At the end: resident 4U, buckets 3U, the gradients 3U, loss.
+  CHECK(r.end_bytes == 10 * U + 4);
+  // As views of the buckets, the gradients are copied in and freed.
+  options.gradient_as_bucket_view = true;
+  Graph v = Rank(options, &stats);
+  CHECK(stats.gradient_as_bucket_view);
+  SimResult rv = Run(v);
+  CHECK(rv.peak_bytes == 9 * U + 4 + 3 * U);
+  CHECK(rv.end_bytes == 7 * U + 4);
+  CHECK(v.FindOp("ddp.copy_to_bucket.w2") == v.FindOp("f2.bw") + 1);
+}
+
+TEST_CASE("parallel: ddp closes the first bucket at 1 MiB, the rest at bucket_cap_mb") {
+  // Parameters of 1 MiB: w2 fills the first bucket, w1 and w0 the next (cap
+  // 25 MiB), or one each with a 1 MiB cap.
+  std::string text = kThree;
+  for (const char* w : {"w0", "w1", "w2"}) {
+    const std::string from = std::string("{\"id\": \"") + w + "\", \"shape\": [256]";
+    const std::string to = std::string("{\"id\": \"") + w + "\", \"shape\": [262144]";
+    text.replace(text.find(from), from.size(), to);
+  }
+  text = std::string(text);
+  // x, a, y, z must match w's shape for mul: make them [262144] too.
+  for (const char* t : {"x", "a", "y", "z"}) {
+    const std::string from = std::string("{\"id\": \"") + t + "\", \"shape\": [256]";
+    const std::string to = std::string("{\"id\": \"") + t + "\", \"shape\": [262144]";
+    text.replace(text.find(from), from.size(), to);
+  }
+  for (int64_t cap_mib : {25, 1}) {
+    CAPTURE(cap_mib);
+    Graph g = testing::MustLower(text);
+    RankStats stats;
+    std::string err;
+    ParallelOptions options{.strategy = Strategy::kDdp, .world_size = 2};
+    options.bucket_cap_bytes = cap_mib << 20;
+    REQUIRE(MakeRankStep(options, &g, &stats, &err));
+    CHECK(stats.buckets == (cap_mib == 25 ? 2 : 3));
+    CHECK(stats.bucket_bytes == 3 * (int64_t{1} << 20));
+    CHECK(g.tensors[g.FindTensor("ddp.bucket.0")].bytes == int64_t{1} << 20);
+  }
+}
+
+TEST_CASE("parallel: zero1 keeps the optimizer state of its own parameters") {
+  // Adam: 2 state tensors per parameter. Equal sizes, in order: w0 -> rank 0,
+  // w1 -> rank 1, w2 -> rank 0 (ties go to the lowest rank).
+  RankStats ddp_stats, r0, r1;
+  Graph ddp = Rank({.strategy = Strategy::kDdp, .world_size = 2}, &ddp_stats, OptimizerKind::kAdam);
+  Graph g0 = Rank({.strategy = Strategy::kZero1, .world_size = 2}, &r0, OptimizerKind::kAdam);
+  Graph g1 =
+      Rank({.strategy = Strategy::kZero1, .world_size = 2, .rank = 1}, &r1, OptimizerKind::kAdam);
+  CHECK(ddp_stats.optimizer_state_bytes == 6 * U);
+  CHECK(r0.rank == 0);  // the rank with the most state
+  CHECK(r0.optimizer_state_bytes == 4 * U);
+  CHECK(r1.optimizer_state_bytes == 2 * U);
+  CHECK(g0.FindOp("w1.adam_step") < 0);
+  CHECK(g0.FindOp("w2.adam_step") >= 0);
+  CHECK(g1.FindOp("w1.adam_step") >= 0);
+  CHECK(g1.FindTensor("w0.exp_avg") < 0);
+  // The peak is in the backward (f2.bw), with the state resident.
+  CHECK(Run(ddp).peak_bytes - Run(g0).peak_bytes == 2 * U);
+  CHECK(Run(g0).peak_bytes - Run(g1).peak_bytes == 2 * U);
+}
+
+TEST_CASE("parallel: fsdp gathers each module's shards before its forward and backward") {
+  RankStats stats;
+  Graph g = Rank({.strategy = Strategy::kFsdp, .world_size = 2, .shard_depth = 1}, &stats);
+  CHECK(stats.units == std::vector<std::string>{"l0", "l1", "l2"});
+  CHECK(stats.parameter_bytes == 3 * U / 2);
+  // l0's parameter is not read by the backward: no second gather. l1's is
+  // gathered one module ahead (before l2's first backward op).
+  CHECK(OpIds(g) ==
+        std::vector<std::string>{"fsdp.l0.all_gather", "f0", "fsdp.l1.all_gather", "f1",
+                                 "fsdp.l2.all_gather", "f2", "l", "loss.grad.seed", "l.bw",
+                                 "fsdp.l1.all_gather.bw", "fsdp.l2.all_gather.bw", "f2.bw",
+                                 "fsdp.l2.reduce_scatter", "f1.bw", "fsdp.l1.reduce_scatter",
+                                 "f0.bw", "fsdp.l0.reduce_scatter"});
+  SimResult r = Run(g);
+  // At f2.bw: x (U) + 3 shards (1.5U) + a, y, z.grad, w1 and w2 gathered
+  // again, y.grad, w2.grad (7U) + loss.
+  CHECK(r.peak_bytes == 2 * U + U / 2 + 7 * U + 4);
+  CHECK(g.ops[BuildBaselineProgram(g, AccumulationMode::kInplace).steps[r.peak_step].op].id ==
+        "f2.bw");
+  // At the end: x, the shards, the sharded gradients (1.5U), loss.
+  CHECK(r.end_bytes == U + 3 * U / 2 + 3 * U / 2 + 4);
+}
+
+TEST_CASE("parallel: fsdp without resharding keeps the gathered parameters to the backward") {
+  RankStats stats;
+  Graph g = Rank({.strategy = Strategy::kFsdp,
+                  .world_size = 2,
+                  .reshard_after_forward = false,
+                  .shard_depth = 1},
+                 &stats);
+  CHECK(g.FindOp("fsdp.l1.all_gather.bw") < 0);
+  SimResult r = Run(g);
+  // At f2.bw: the same bytes, w1 and w2 alive since their forward gathers.
+  CHECK(r.peak_bytes == 2 * U + U / 2 + 7 * U + 4);
+  // Resharding lowers the forward: at l (the loss), x, shards, a, y, z
+  // (+ w1, w2 unsharded without resharding) + loss.
+  RankStats resharded_stats;
+  Graph resharded =
+      Rank({.strategy = Strategy::kFsdp, .world_size = 2, .shard_depth = 1}, &resharded_stats);
+  auto live_at = [](const Graph& graph, const std::string& op) {
+    const Program p = BuildBaselineProgram(graph, AccumulationMode::kInplace);
+    SimOptions options;
+    options.collect_live_at_peak = false;
+    SimResult sim;
+    std::string err;
+    REQUIRE(Simulate(graph, p, options, &sim, &err));
+    for (size_t i = 0; i < p.steps.size(); ++i)
+      if (p.steps[i].IsRun() && graph.ops[p.steps[i].op].id == op) return sim.live_after[i];
+    return int64_t{-1};
+  };
+  CHECK(live_at(resharded, "l") == U + 3 * U / 2 + 3 * U + 4);
+  CHECK(live_at(g, "l") == U + 3 * U / 2 + 5 * U + 4);
+}
+
+TEST_CASE("parallel: fsdp shards by dim 0, padded, and shards the optimizer state with it") {
+  RankStats stats;
+  // 256 rows over 3 ranks: 86 rows each (the last padded).
+  Graph g = Rank({.strategy = Strategy::kFsdp, .world_size = 3, .shard_depth = 1}, &stats,
+                 OptimizerKind::kAdam);
+  CHECK(stats.parameter_bytes == 3 * 86 * 4);
+  CHECK(stats.optimizer_state_bytes == 6 * 86 * 4);
+  CHECK(g.tensors[g.FindTensor("w1.grad.shard")].bytes == 86 * 4);
+  const Op& gather = g.ops[g.FindOp("fsdp.l1.all_gather")];
+  CHECK(gather.workspace_bytes == 86 * 3 * 4);  // the flat buffer: world x padded shard
+  const Op& step = g.ops[g.FindOp("w1.adam_step")];
+  CHECK(g.tensors[step.inputs[1]].id == "w1.grad.shard");
+}
+
+TEST_CASE("parallel: bad options and graphs are refused with what was expected") {
+  std::string err;
+  RankStats stats;
+  auto refuse = [&](ParallelOptions options, OptimizerKind optimizer = OptimizerKind::kNone) {
+    Graph g = Step(optimizer);
+    err.clear();
+    return !MakeRankStep(options, &g, &stats, &err);
+  };
+  CHECK(refuse({.strategy = Strategy::kDdp, .world_size = 0}));
+  CHECK(err == "--world-size 0: expected at least 1");
+  CHECK(refuse({.strategy = Strategy::kNone, .world_size = 2}));
+  CHECK(err == "--world-size needs --parallel ddp, zero1 or fsdp");
+  CHECK(refuse({.strategy = Strategy::kDdp, .world_size = 2, .rank = 2}));
+  CHECK(err == "--rank 2: expected 0 to 1 (--world-size 2)");
+  CHECK(refuse({.strategy = Strategy::kZero1, .world_size = 2}));
+  CHECK(err == "it shards the optimizer state, and the step has none: give --optimizer");
+  CHECK(refuse({.strategy = Strategy::kFsdp, .world_size = 2, .shard_modules = {"l1", "h.9"}}));
+  CHECK(err == "--fsdp-modules: no op of the graph is scoped in module \"h.9\"");
+}
+
+}  // namespace
+}  // namespace memplan::parallel
