@@ -134,6 +134,7 @@ int RunLower(const LowerFlags& f) {
 
 struct VerifyFlags {
   CommonFlags common;
+  StepFlags optimizer;
   std::string plan;
   std::string json;
   bool quiet = false;
@@ -143,8 +144,10 @@ int RunVerify(const VerifyFlags& f) {
   GraphLoadOptions options;
   std::string err;
   if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
+  StepOptions optimizer;
+  if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
   JointGraph jg;
-  if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, options, optimizer, &jg, &err)) return Error(err);
   std::string graph_bytes;
   if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
   Plan plan;
@@ -805,6 +808,7 @@ int Main(int argc, char** argv) {
   VerifyFlags verify;
   CLI::App* v = app.add_subcommand("verify", "replay a plan's step program: valid? peak?");
   AddCommon(v, &verify.common);
+  AddStepFlags(v, &verify.optimizer);
   v->add_option("PLAN", verify.plan, "memplan.plan/1 file made for GRAPH")->required();
   v->add_option("--json", verify.json, "write the memplan.report/1 JSON report");
   v->add_flag("-q,--quiet", verify.quiet, "no summary on stdout");

@@ -64,13 +64,20 @@ def test_strategies(r):
 def test_plan_check_report(r):
     flags = ["--optimizer", "adam", "--parallel", "fsdp", "--world-size", "8"]
     report = r.path("p.json")
-    rc, out, err = r.run("plan", GRAPH, "--budget", "110MiB", "--json", report, "-q", *flags)
+    plan = r.path("plan.json")
+    rc, out, err = r.run("plan", GRAPH, "--budget", "110MiB", "--json", report, "-o", plan, "-q",
+                         *flags)
     if r.check("plan --parallel fsdp: exit 0", rc == 0, describe(rc, out, err)):
         with open(report, encoding="utf-8") as f:
             doc = json.load(f)
         r.check("plan: fits the rank's budget", doc["feasible"]
                 and doc["predicted"]["peak_bytes"] <= 110 * MIB)
         r.check("plan: the rank's graph", doc["graph"].get("parallel", {}).get("strategy") == "fsdp")
+    rc, out, err = r.run("verify", GRAPH, plan, "-q", *flags)
+    r.check("verify --parallel fsdp: the rank's plan replays", rc == 0, describe(rc, out, err))
+    rc, out, err = r.run("verify", GRAPH, plan, "-q")
+    r.check("verify without --parallel: exit 2 naming a rank-only tensor",
+            rc == 2 and 'unknown tensor "wte.weight.unsharded"' in err, describe(rc, out, err))
     rc, out, err = r.run("check", GRAPH, "--budget", "110MiB", *flags)
     r.check("check --parallel fsdp over budget: exit 1", rc == 1, describe(rc, out, err))
     rc, out, err = r.run("check", GRAPH, "--budget", "1GiB", *flags)
