@@ -8,13 +8,11 @@ Checks --alloc-conf's error message and exit code, and that the JSON report's
 Prints one line per failure and a closing line "N passed, M failed"; exits 1
 when anything failed.
 """
-import argparse
 import json
 import os
 import sys
-import tempfile
 
-from harness import Runner, describe
+from harness import check_exit2, describe, run_tests
 
 GRAPH = "examples/gpt_tiny.graph.json"
 
@@ -122,7 +120,7 @@ def test_device(r):
         r.check("plan --budget-of allocated: kept", doc["budget_of"] == "allocated" and
                 "device_memory" in doc, doc.get("budget_of"))
 
-    for args, want in [
+    check_exit2(r, [
         (("analyze", GRAPH, "--device-conf", "capacity=1GiB"),
          "memplan: error: --device-conf: needs --device (h100, h200, a100)\n"),
         (("analyze", GRAPH, "--device", "v100"),
@@ -134,25 +132,8 @@ def test_device(r):
          "comma-separated)\n"),
         (("plan", GRAPH, "--budget", "1GiB", "--budget-of", "device"),
          "memplan: error: --budget-of device: needs --device (h100, h200, a100)\n"),
-    ]:
-        rc, out, err = r.run(*args)
-        r.check("%s: exit 2 and exact message" % " ".join(args[2:]), rc == 2 and err == want,
-                describe(rc, out, err))
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--memplan", required=True)
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        r = Runner(os.path.abspath(args.memplan), tmp)
-        test_bad_alloc_conf(r)
-        test_reserved_in_report(r)
-        test_summary_line(r)
-        test_device(r)
-    print("%d passed, %d failed" % (r.passed, len(r.failed)))
-    return 1 if r.failed else 0
+    ])
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tests(test_bad_alloc_conf, test_reserved_in_report, test_summary_line, test_device))

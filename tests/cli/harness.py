@@ -1,9 +1,11 @@
 """Shared harness of the CLI test scripts: runs the memplan binary from the
 repository root, counts checks, and prints what failed."""
+import argparse
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -57,3 +59,26 @@ def load(path):
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def check_exit2(r, cases):
+    """Each (argv, stderr) case exits 2 with exactly that stderr."""
+    for args, want in cases:
+        rc, out, err = r.run(*args)
+        r.check("%s: exit 2 and exact message" % " ".join(args[2:]), rc == 2 and err == want,
+                describe(rc, out, err))
+
+
+def run_tests(*tests):
+    """A CLI test's main(): --memplan PATH, one Runner in a temporary folder for every
+    test in turn, then "N passed, M failed". Returns the exit status: 1 if any check
+    failed."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--memplan", required=True)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        r = Runner(os.path.abspath(args.memplan), tmp)
+        for test in tests:
+            test(r)
+    print("%d passed, %d failed" % (r.passed, len(r.failed)))
+    return 1 if r.failed else 0

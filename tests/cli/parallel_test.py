@@ -8,13 +8,11 @@ the reports carry graph.parallel and match schemas/report.schema.json; bad
 options exit 2 with exact messages. Prints one line per failure and "N passed,
 M failed"; exits 1 when anything failed.
 """
-import argparse
 import json
 import os
 import sys
-import tempfile
 
-from harness import Runner, describe
+from harness import check_exit2, describe, run_tests
 
 GRAPH = "examples/gpt_tiny.graph.json"
 MIB = 1 << 20
@@ -87,7 +85,7 @@ def test_plan_check_report(r):
 
 
 def test_errors(r):
-    for args, want in [
+    check_exit2(r, [
         (("analyze", GRAPH, "--world-size", "4"),
          "memplan: error: --world-size, --rank, --ddp-bucket-view and --fsdp-modules need "
          "--parallel\n"),
@@ -102,24 +100,8 @@ def test_errors(r):
           "h.0,h.9"),
          "memplan: error: examples/gpt_tiny.graph.json: --parallel fsdp: --fsdp-modules: no op "
          "of the graph is scoped in module \"h.9\"\n"),
-    ]:
-        rc, out, err = r.run(*args)
-        r.check("%s: exit 2 and exact message" % " ".join(args[2:]), rc == 2 and err == want,
-                describe(rc, out, err))
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--memplan", required=True)
-    args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        r = Runner(os.path.abspath(args.memplan), tmp)
-        test_strategies(r)
-        test_plan_check_report(r)
-        test_errors(r)
-    print("%d passed, %d failed" % (r.passed, len(r.failed)))
-    return 1 if r.failed else 0
+    ])
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tests(test_strategies, test_plan_check_report, test_errors))
