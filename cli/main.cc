@@ -212,6 +212,10 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
   progress.Phase("loading");
   StepOptions optimizer;
   if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  if (f.global_batch % optimizer.parallel.world_size != 0)
+    return Error(fmt::format(
+        "--global-batch {} does not divide over --world-size {}: each rank takes an equal share",
+        f.global_batch, optimizer.parallel.world_size));
   for (const auto& [name, value] : load.symbol_overrides)
     if (name == f.batch_symbol)
       return Error("--set " + name + ": the micro-batch search sets --batch-symbol " + name +
@@ -247,7 +251,8 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
   progress.Phase("planning micro-batches");
   progress.Attach(&options);
   MicroBatchOptions mo;
-  mo.global_batch = f.global_batch;
+  // Under --parallel the global batch is split evenly over the ranks.
+  mo.global_batch = f.global_batch / optimizer.parallel.world_size;
   mo.budget_bytes = budget;
   mo.planner = options;
   MicroBatchResult result;

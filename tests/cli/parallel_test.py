@@ -71,6 +71,15 @@ def test_plan_check_report(r):
         r.check("plan: fits the rank's budget", doc["feasible"]
                 and doc["predicted"]["peak_bytes"] <= 110 * MIB)
         r.check("plan: the rank's graph", doc["graph"].get("parallel", {}).get("strategy") == "fsdp")
+    # --global-batch is over all ranks: 64 over 8 ranks searches a batch of 8.
+    mb = r.path("mb.json")
+    rc, out, err = r.run("plan", GRAPH, "--budget", "200MiB", "--global-batch", "64", "--json", mb,
+                         "-q", "--parallel", "ddp", "--world-size", "8")
+    if r.check("plan --global-batch --parallel: exit 0", rc == 0, describe(rc, out, err)):
+        with open(mb, encoding="utf-8") as f:
+            doc = json.load(f)
+        r.check("plan --global-batch 64 over 8 ranks: a rank's share of 8",
+                doc["global_batch"] == 8 and doc["baseline"]["micro_batch"] <= 8, doc["global_batch"])
     rc, out, err = r.run("verify", GRAPH, plan, "-q", *flags)
     r.check("verify --parallel fsdp: the rank's plan replays", rc == 0, describe(rc, out, err))
     rc, out, err = r.run("verify", GRAPH, plan, "-q")
@@ -86,6 +95,10 @@ def test_plan_check_report(r):
 
 def test_errors(r):
     check_exit2(r, [
+        (("plan", GRAPH, "--budget", "200MiB", "--global-batch", "60", "--parallel", "ddp",
+          "--world-size", "8"),
+         "memplan: error: --global-batch 60 does not divide over --world-size 8: each rank takes "
+         "an equal share\n"),
         (("analyze", GRAPH, "--world-size", "4"),
          "memplan: error: --world-size, --rank, --ddp-bucket-view and --fsdp-modules need "
          "--parallel\n"),
