@@ -33,6 +33,7 @@
 // Exit status: 0 ok, 2 bad usage or input, 1 the run sequence is invalid.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
