@@ -111,6 +111,17 @@ bool Graph::IsParameterGradient(int t) const {
   return of >= 0 && tensors[of].kind == TensorKind::kParameter;
 }
 
+std::vector<int> Graph::FinalParameterGradients() const {
+  std::vector<int> grad(tensors.size(), -1);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const Tensor& tensor = tensors[t];
+    if (!IsParameterGradient(static_cast<int>(t)) || tensor.producer < 0) continue;
+    int& best = grad[tensor.grad_of];
+    if (best < 0 || tensors[best].producer < tensor.producer) best = static_cast<int>(t);
+  }
+  return grad;
+}
+
 int64_t Graph::ResidentBytes() const {
   int64_t sum = 0;
   for (size_t t = 0; t < tensors.size(); ++t)

@@ -133,6 +133,9 @@ struct Graph {
   bool IsResidentTensor(int t) const { return IsResident(tensors[t].kind); }
   // A gradient of a parameter: kept alive to the end (the optimizer reads it).
   bool IsParameterGradient(int t) const;
+  // By parameter index: the gradient the optimizer updates it with (the
+  // last parameter gradient made), or -1. Needs Finalize's producers.
+  std::vector<int> FinalParameterGradients() const;
   int64_t ResidentBytes() const;
 };
 

@@ -60,14 +60,7 @@ bool AddOptimizerState(const OptimizerOptions& options, Graph* g, OptimizerStats
           fmt::format("--optimizer: the graph already has optimizer state (tensor \"{}\")", t.id);
       return false;
     }
-  // The gradient each parameter is updated with: the last one made.
-  std::vector<int> grad(g->tensors.size(), -1);
-  for (size_t t = 0; t < g->tensors.size(); ++t) {
-    const Tensor& tensor = g->tensors[t];
-    if (!g->IsParameterGradient(static_cast<int>(t)) || tensor.producer < 0) continue;
-    int& best = grad[tensor.grad_of];
-    if (best < 0 || g->tensors[best].producer < tensor.producer) best = static_cast<int>(t);
-  }
+  const std::vector<int> grad = g->FinalParameterGradients();
   const char* name = OptimizerKindName(options.kind);
   const size_t n_tensors = g->tensors.size();
   for (size_t p = 0; p < n_tensors; ++p) {

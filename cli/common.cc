@@ -117,22 +117,14 @@ bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err) {
   p.reshard_after_forward = f.fsdp_reshard_after_forward == "true";
   p.shard_depth = f.fsdp_depth;
   p.shard_modules = f.fsdp_modules;
-  if (p.world_size < 1) {
-    *err = "--world-size " + std::to_string(p.world_size) + ": expected at least 1";
-    return false;
-  }
-  if (p.strategy == parallel::Strategy::kNone &&
+  // Past a world size below 1, the flags given without --parallel (the
+  // library's check names --world-size alone), then the library's checks.
+  if (p.world_size >= 1 && p.strategy == parallel::Strategy::kNone &&
       (p.world_size != 1 || p.rank >= 0 || f.ddp_bucket_view || !f.fsdp_modules.empty())) {
     *err = "--world-size, --rank, --ddp-bucket-view and --fsdp-modules need --parallel";
     return false;
   }
-  if (p.rank >= p.world_size) {
-    *err = "--rank " + std::to_string(p.rank) + ": expected 0 to " +
-           std::to_string(p.world_size - 1) + " (--world-size " + std::to_string(p.world_size) +
-           ")";
-    return false;
-  }
-  return true;
+  return parallel::CheckOptions(p, err);
 }
 
 bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool* has_device,

@@ -26,19 +26,6 @@ bool ParseStrategy(std::string_view name, Strategy* out) {
 
 namespace {
 
-// By parameter index: the gradient the optimizer updates it with (the last
-// one made), or -1.
-std::vector<int> FinalGradients(const Graph& g) {
-  std::vector<int> grad(g.tensors.size(), -1);
-  for (size_t t = 0; t < g.tensors.size(); ++t) {
-    const Tensor& tensor = g.tensors[t];
-    if (!g.IsParameterGradient(static_cast<int>(t)) || tensor.producer < 0) continue;
-    int& best = grad[tensor.grad_of];
-    if (best < 0 || g.tensors[best].producer < tensor.producer) best = static_cast<int>(t);
-  }
-  return grad;
-}
-
 int AddTensor(Graph* g, Tensor t, std::string* err) {
   g->tensors.push_back(std::move(t));
   const int index = static_cast<int>(g->tensors.size()) - 1;
@@ -96,7 +83,7 @@ int64_t Bytes(const Graph& g, int t) { return g.tensors[t].bytes; }
 // DDP's buckets: parameters with a gradient in reverse order, grouped by
 // dtype, each bucket closed once it reaches its cap (the first 1 MiB).
 bool AddBuckets(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
-  const std::vector<int> grad = FinalGradients(*g);
+  const std::vector<int> grad = g->FinalParameterGradients();
   struct Open {
     int64_t numel = 0, bytes = 0;
     std::vector<int> params;
@@ -126,7 +113,7 @@ bool AddBuckets(const ParallelOptions& options, Graph* g, RankStats* stats, std:
     *err = "the graph has no parameter gradients for DDP to reduce";
     return false;
   }
-  std::vector<int> bucket_of(g->tensors.size(), -1);
+  std::vector<int> bucket_of(g->tensors.size(), -1), bucket_tensors;
   for (size_t k = 0; k < buckets.size(); ++k) {
     Tensor t;
     t.id = fmt::format("ddp.bucket.{}", k);
@@ -135,12 +122,12 @@ bool AddBuckets(const ParallelOptions& options, Graph* g, RankStats* stats, std:
     t.kind = TensorKind::kBuffer;
     const int index = AddTensor(g, std::move(t), err);
     if (index < 0) return false;
+    bucket_tensors.push_back(index);
     for (int p : buckets[k].second) bucket_of[p] = index;
   }
   stats->buckets = static_cast<int64_t>(buckets.size());
   if (!g->Finalize(err)) return false;
-  for (size_t k = 0; k < buckets.size(); ++k)
-    stats->bucket_bytes += g->tensors[g->tensors.size() - buckets.size() + k].bytes;
+  for (int t : bucket_tensors) stats->bucket_bytes += g->tensors[t].bytes;
   if (!options.gradient_as_bucket_view) return true;
   // Gradients as bucket views: each final gradient is copied into its
   // bucket right after it is made and freed; the optimizer reads the bucket.
@@ -283,17 +270,15 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     for (int p : units[u].params) unit_of_param[p] = static_cast<int>(u);
   for (size_t o = 0; o < g->ops.size(); ++o) {
     const Op& op = g->ops[o];
+    if (op.phase == Phase::kOptimizer) continue;
     for (int p : op.inputs) {
       const int u = unit_of_param[p];
       if (u < 0) continue;
-      int& first = op.phase == Phase::kForward    ? units[u].first_forward
-                   : op.phase == Phase::kBackward ? units[u].first_backward
-                                                  : units[u].first_forward;
-      if (op.phase == Phase::kOptimizer) continue;
+      int& first = op.phase == Phase::kForward ? units[u].first_forward : units[u].first_backward;
       if (first < 0) first = static_cast<int>(o);
     }
   }
-  const std::vector<int> grad = FinalGradients(*g);
+  const std::vector<int> grad = g->FinalParameterGradients();
   std::vector<std::vector<Op>> before(g->ops.size()), after(g->ops.size());
   std::vector<int> unsharded(n_tensors, -1), unsharded_bw(n_tensors, -1),
       sharded_grad(n_tensors, -1);
@@ -416,6 +401,23 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
 
 }  // namespace
 
+bool CheckOptions(const ParallelOptions& options, std::string* err) {
+  if (options.world_size < 1) {
+    *err = fmt::format("--world-size {}: expected at least 1", options.world_size);
+    return false;
+  }
+  if (options.strategy == Strategy::kNone && options.world_size != 1) {
+    *err = "--world-size needs --parallel ddp, zero1 or fsdp";
+    return false;
+  }
+  if (options.rank >= options.world_size) {
+    *err = fmt::format("--rank {}: expected 0 to {} (--world-size {})", options.rank,
+                       options.world_size - 1, options.world_size);
+    return false;
+  }
+  return true;
+}
+
 bool MakeRankStep(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
   *stats = RankStats();
   stats->strategy = options.strategy;
@@ -424,22 +426,8 @@ bool MakeRankStep(const ParallelOptions& options, Graph* g, RankStats* stats, st
       options.gradient_as_bucket_view && options.strategy != Strategy::kFsdp;
   stats->reshard_after_forward =
       options.reshard_after_forward && options.strategy == Strategy::kFsdp;
-  if (options.world_size < 1) {
-    *err = fmt::format("--world-size {}: expected at least 1", options.world_size);
-    return false;
-  }
-  if (options.strategy == Strategy::kNone) {
-    if (options.world_size != 1) {
-      *err = "--world-size needs --parallel ddp, zero1 or fsdp";
-      return false;
-    }
-    return true;
-  }
-  if (options.rank >= options.world_size) {
-    *err = fmt::format("--rank {}: expected 0 to {} (--world-size {})", options.rank,
-                       options.world_size - 1, options.world_size);
-    return false;
-  }
+  if (!CheckOptions(options, err)) return false;
+  if (options.strategy == Strategy::kNone) return true;
   stats->rank = std::max<int64_t>(0, options.rank);
   bool ok = true;
   switch (options.strategy) {

@@ -69,6 +69,10 @@ struct ParallelOptions {
   std::vector<std::string> shard_modules;
 };
 
+// The checks on the options alone, before any graph is read: a world size
+// below 1, or above 1 with strategy none; a rank outside [0, world).
+bool CheckOptions(const ParallelOptions& options, std::string* err);
+
 // Rewrites `joint` into the step of one rank. Errors (exit 2 at the CLI):
 // a world size below 1, or above 1 with strategy none; a rank outside
 // [0, world); a graph without parameters; zero1 without optimizer state;
