@@ -71,8 +71,6 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
   const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<int> runs;
   runs.reserve(order.size() + order.size() / 2);
-  for (int o : order)
-    if (g.ops[o].phase == Phase::kForward) runs.push_back(o);
 
   // Alive when the backward starts: resident, kept to the end, or kept.
   std::vector<bool> alive(g.tensors.size(), false), continues(g.tensors.size(), false);
@@ -205,9 +203,15 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
     set_alive();
   }
   std::vector<bool> triggered(members.size(), false);
+  // Forward ops run where they stand (a pipeline stage interleaves
+  // micro-batches' forwards and backwards); a backward op reads only
+  // forward tensors made before it.
   for (int o : order) {
     const Op& op = g.ops[o];
-    if (op.phase == Phase::kForward) continue;
+    if (op.phase == Phase::kForward) {
+      runs.push_back(o);
+      continue;
+    }
     const int own = op.outputs.empty() ? -1 : group_of(op.outputs[0]);
     for (int t : op.inputs) {
       int grp = group_of(t);

@@ -3,8 +3,9 @@
 // after its last forward use and recomputed, with whatever it needs, just
 // before its first backward use, then freed after its last use.
 //
-// Recipe: run the forward ops; then the backward ops in schedule order, and
-// before each one make its inputs alive: a dead forward tensor is recomputed
+// Recipe: run the ops in schedule order (forward ops where they stand: a
+// pipeline stage interleaves micro-batches; a backward op reads only forward
+// tensors made before it), and before each backward op make its inputs alive: a dead forward tensor is recomputed
 // by rerunning its producer once its own inputs are alive (an explicit stack,
 // no recursion). What is alive when the backward starts is what is resident,
 // kept to the end, or in the checkpoint set; a recomputed tensor stays alive

@@ -76,6 +76,12 @@ nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
     if (p.strategy == parallel::Strategy::kFsdp) {
       block["reshard_after_forward"] = p.reshard_after_forward;
       block["units"] = p.units;
+    } else if (p.strategy == parallel::Strategy::kPipeline) {
+      block["schedule"] = parallel::ScheduleName(p.schedule);
+      block["micro_batches"] = p.micro_batches;
+      block["in_flight"] = p.in_flight;
+      block["received_buffer_bytes"] = p.received_buffer_bytes;
+      block["stage_starts"] = p.stage_starts;
     } else {
       block["gradient_as_bucket_view"] = p.gradient_as_bucket_view;
       block["buckets"] = p.buckets;
@@ -89,6 +95,13 @@ nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
 std::string ParallelLine(const JointGraph& jg) {
   const parallel::RankStats& p = jg.parallel;
   if (p.strategy == parallel::Strategy::kNone) return "";
+  if (p.strategy == parallel::Strategy::kPipeline)
+    return fmt::format(
+        "  stage     {} of {} (from {}), {} x {} micro-batches, {} in flight: parameters {}, "
+        "optimizer state {}, receive buffers {}\n",
+        p.rank, p.world_size, p.stage_starts[p.rank], parallel::ScheduleName(p.schedule),
+        p.micro_batches, p.in_flight, FormatBytes(p.parameter_bytes),
+        FormatBytes(p.optimizer_state_bytes), FormatBytes(p.received_buffer_bytes));
   std::string out =
       fmt::format("  rank      {} of {} under {}: parameters {}, optimizer state {}", p.rank,
                   p.world_size, parallel::StrategyName(p.strategy), FormatBytes(p.parameter_bytes),

@@ -66,15 +66,18 @@ void AddStepFlags(CLI::App* cmd, StepFlags* flags) {
                   "float32")
       ->check(CLI::IsMember({"fp32"}));
   cmd->add_option("--parallel", flags->parallel,
-                  "one rank's step under data parallelism: none, ddp (DistributedDataParallel), "
-                  "zero1 (ddp + ZeroRedundancyOptimizer), fsdp (FSDP2 fully_shard per module)")
-      ->check(CLI::IsMember({"none", "ddp", "zero1", "fsdp"}))
+                  "one rank's step: none, ddp (DistributedDataParallel), zero1 (ddp + "
+                  "ZeroRedundancyOptimizer), fsdp (FSDP2 fully_shard per module), pipeline (one "
+                  "stage of torch.distributed.pipelining; the graph is one micro-batch)")
+      ->check(CLI::IsMember({"none", "ddp", "zero1", "fsdp", "pipeline"}))
       ->capture_default_str();
-  cmd->add_option("--world-size", flags->world_size, "ranks (with --parallel)")
+  cmd->add_option("--world-size", flags->world_size,
+                  "ranks (with --parallel; pipeline: --pp-stages, one stage per rank)")
       ->capture_default_str();
   cmd->add_option("--rank", flags->rank,
                   "the rank to predict (zero1: its share of the optimizer state; default the "
-                  "rank holding the most)");
+                  "rank holding the most; pipeline: the stage, default the one with the highest "
+                  "peak)");
   cmd->add_flag("--ddp-bucket-view", flags->ddp_bucket_view,
                 "ddp, zero1: gradient_as_bucket_view=True (gradients are views of the buckets)");
   cmd->add_option("--bucket-cap-mb", flags->bucket_cap_mb, "ddp, zero1: DDP's bucket_cap_mb")
@@ -93,6 +96,21 @@ void AddStepFlags(CLI::App* cmd, StepFlags* flags) {
                   "fsdp: the modules (scope prefixes) to shard, instead of every module at "
                   "--fsdp-depth")
       ->delimiter(',');
+  cmd->add_option("--pp-stages", flags->pp_stages, "pipeline: stages, one per rank")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--micro-batches", flags->micro_batches,
+                  "pipeline: micro-batches per step (the graph's batch is one micro-batch)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  cmd->add_option("--pp-schedule", flags->pp_schedule, "pipeline: 1f1b (default) or gpipe")
+      ->check(CLI::IsMember({"1f1b", "gpipe"}));
+  cmd->add_option("--pp-split", flags->pp_split,
+                  "pipeline: the modules where stages 1, 2, ... begin (default: balance "
+                  "parameter bytes over module boundaries)")
+      ->delimiter(',');
+  cmd->add_option("--pp-return-outputs", flags->pp_return_outputs,
+                  "pipeline: schedule.step(return_outputs=...): the last stage keeps every "
+                  "micro-batch's output and concatenates them (true, torch's default)")
+      ->check(CLI::IsMember({"true", "false"}));
 }
 
 bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err) {
@@ -117,6 +135,28 @@ bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err) {
   p.reshard_after_forward = f.fsdp_reshard_after_forward == "true";
   p.shard_depth = f.fsdp_depth;
   p.shard_modules = f.fsdp_modules;
+  const bool pipeline_flags = f.pp_stages > 0 || f.micro_batches > 0 || !f.pp_schedule.empty() ||
+                              !f.pp_split.empty() || !f.pp_return_outputs.empty();
+  if (p.strategy == parallel::Strategy::kPipeline) {
+    if (f.pp_stages <= 0) {
+      *err = "--parallel pipeline: needs --pp-stages";
+      return false;
+    }
+    p.pipeline.stages = f.pp_stages;
+    p.pipeline.micro_batches = f.micro_batches > 0 ? f.micro_batches : 1;
+    if (!f.pp_schedule.empty() && !parallel::ParseSchedule(f.pp_schedule, &p.pipeline.schedule)) {
+      *err = "bad --pp-schedule";
+      return false;
+    }
+    p.pipeline.split = f.pp_split;
+    p.pipeline.return_outputs = f.pp_return_outputs != "false";
+    if (p.world_size == 1) p.world_size = f.pp_stages;
+  } else if (pipeline_flags) {
+    *err =
+        "--pp-stages, --micro-batches, --pp-schedule, --pp-split and --pp-return-outputs need "
+        "--parallel pipeline";
+    return false;
+  }
   // Past a world size below 1, the flags given without --parallel (the
   // library's check names --world-size alone), then the library's checks.
   if (p.world_size >= 1 && p.strategy == parallel::Strategy::kNone &&

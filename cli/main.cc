@@ -212,6 +212,10 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
   progress.Phase("loading");
   StepOptions optimizer;
   if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  if (optimizer.parallel.strategy == parallel::Strategy::kPipeline)
+    return Error(
+        "--global-batch: not with --parallel pipeline, whose graph is one micro-batch: give "
+        "--set batch=MICRO and --micro-batches");
   if (f.global_batch % optimizer.parallel.world_size != 0)
     return Error(fmt::format(
         "--global-batch {} does not divide over --world-size {}: each rank takes an equal share",

@@ -212,7 +212,7 @@ TEST_CASE("parallel: bad options and graphs are refused with what was expected")
   CHECK(refuse({.strategy = Strategy::kDdp, .world_size = 0}));
   CHECK(err == "--world-size 0: expected at least 1");
   CHECK(refuse({.strategy = Strategy::kNone, .world_size = 2}));
-  CHECK(err == "--world-size needs --parallel ddp, zero1 or fsdp");
+  CHECK(err == "--world-size needs --parallel ddp, zero1, fsdp or pipeline");
   CHECK(refuse({.strategy = Strategy::kDdp, .world_size = 2, .rank = 2}));
   CHECK(err == "--rank 2: expected 0 to 1 (--world-size 2)");
   CHECK(refuse({.strategy = Strategy::kZero1, .world_size = 2}));

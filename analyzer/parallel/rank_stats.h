@@ -9,7 +9,12 @@
 
 namespace memplan::parallel {
 
-enum class Strategy { kNone, kDdp, kZero1, kFsdp };
+enum class Strategy { kNone, kDdp, kZero1, kFsdp, kPipeline };
+enum class PipelineSchedule { kGPipe, k1F1B };
+
+inline const char* ScheduleName(PipelineSchedule s) {
+  return s == PipelineSchedule::kGPipe ? "gpipe" : "1f1b";
+}
 
 inline const char* StrategyName(Strategy s) {
   switch (s) {
@@ -21,11 +26,14 @@ inline const char* StrategyName(Strategy s) {
       return "zero1";
     case Strategy::kFsdp:
       return "fsdp";
+    case Strategy::kPipeline:
+      return "pipeline";
   }
   return "none";
 }
 
 // Invariants: bytes are of the rank's graph; units is empty unless fsdp;
+// stage_starts has one entry per stage (pipeline), in forward order;
 // strategy none means the single-device step (the other fields unset).
 struct RankStats {
   Strategy strategy = Strategy::kNone;
@@ -38,6 +46,12 @@ struct RankStats {
   bool gradient_as_bucket_view = false;  // ddp, zero1
   bool reshard_after_forward = false;    // fsdp
   std::vector<std::string> units;        // fsdp: the sharded modules, "" the root
+  // pipeline: rank is the stage.
+  int64_t micro_batches = 1;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  std::vector<std::string> stage_starts;  // each stage's first forward op
+  int64_t in_flight = 0;                  // micro-batches whose activations it holds at once
+  int64_t received_buffer_bytes = 0;      // its receive buffers, all micro-batches
 };
 
 }  // namespace memplan::parallel

@@ -19,6 +19,8 @@ bool ParseStrategy(std::string_view name, Strategy* out) {
     *out = Strategy::kZero1;
   else if (name == "fsdp")
     *out = Strategy::kFsdp;
+  else if (name == "pipeline")
+    *out = Strategy::kPipeline;
   else
     return false;
   return true;
@@ -407,7 +409,13 @@ bool CheckOptions(const ParallelOptions& options, std::string* err) {
     return false;
   }
   if (options.strategy == Strategy::kNone && options.world_size != 1) {
-    *err = "--world-size needs --parallel ddp, zero1 or fsdp";
+    *err = "--world-size needs --parallel ddp, zero1, fsdp or pipeline";
+    return false;
+  }
+  if (options.strategy == Strategy::kPipeline && options.world_size != options.pipeline.stages) {
+    *err = fmt::format(
+        "--world-size {}: --parallel pipeline runs one stage per rank, and --pp-stages is {}",
+        options.world_size, options.pipeline.stages);
     return false;
   }
   if (options.rank >= options.world_size) {
@@ -440,6 +448,12 @@ bool MakeRankStep(const ParallelOptions& options, Graph* g, RankStats* stats, st
     case Strategy::kFsdp:
       ok = Fsdp(options, g, stats, err);
       break;
+    case Strategy::kPipeline: {
+      PipelineOptions pipeline = options.pipeline;
+      pipeline.stage = options.rank;
+      ok = MakePipelineStage(pipeline, g, stats, err);
+      break;
+    }
     case Strategy::kNone:
       break;
   }

@@ -36,8 +36,11 @@
 //          into sharded ones, which the optimizer reads; optimizer state is
 //          sharded like its parameter.
 //
+//   pipeline  one stage of a pipeline (pipeline.h).
+//
 // Not modelled: mixed-precision parameter and reduce dtypes, NCCL/gloo
-// internal buffers, tensor and pipeline parallelism.
+// internal buffers, tensor parallelism, data and pipeline parallelism
+// together.
 #ifndef MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_
 #define MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_
 
@@ -47,6 +50,7 @@
 #include <vector>
 
 #include "analyzer/graph.h"
+#include "analyzer/parallel/pipeline.h"
 #include "analyzer/parallel/rank_stats.h"
 
 namespace memplan::parallel {
@@ -67,10 +71,14 @@ struct ParallelOptions {
   // fsdp: the modules (scope prefixes) to shard; empty: every module at
   // shard_depth.
   std::vector<std::string> shard_modules;
+  // pipeline (pipeline.h): world_size equals pipeline.stages; rank is the
+  // stage (-1: the one with the highest peak).
+  PipelineOptions pipeline;
 };
 
 // The checks on the options alone, before any graph is read: a world size
-// below 1, or above 1 with strategy none; a rank outside [0, world).
+// below 1, or above 1 with strategy none, or other than the stages of a
+// pipeline; a rank outside [0, world).
 bool CheckOptions(const ParallelOptions& options, std::string* err);
 
 // Rewrites `joint` into the step of one rank. Errors (exit 2 at the CLI):

@@ -3,7 +3,8 @@
 
 Usage: parallel_test.py --memplan PATH/TO/memplan
 
-analyze, plan, check and report take --parallel ddp|zero1|fsdp --world-size N;
+analyze, plan, check and report take --parallel ddp|zero1|fsdp --world-size N,
+and --parallel pipeline --pp-stages S --micro-batches M (one stage's step);
 the reports carry graph.parallel and match schemas/report.schema.json; bad
 options exit 2 with exact messages. Prints one line per failure and "N passed,
 M failed"; exits 1 when anything failed.
@@ -93,6 +94,80 @@ def test_plan_check_report(r):
     r.check("report --parallel fsdp: exit 0", rc == 0, describe(rc, out, err))
 
 
+def test_pipeline(r):
+    pp = ["--parallel", "pipeline", "--pp-stages", "2", "--micro-batches", "4"]
+    one, out = analyze(r, "pipeline 1f1b stage 0", *pp, "--rank", "0")
+    gpipe, _ = analyze(r, "pipeline gpipe stage 0", *pp, "--rank", "0", "--pp-schedule", "gpipe")
+    default, _ = analyze(r, "pipeline, the default stage", *pp)
+    last, _ = analyze(r, "pipeline stage 1, no outputs returned", *pp, "--rank", "1",
+                      "--pp-return-outputs", "false")
+    if not (one and gpipe and default and last):
+        return
+    p = one["graph"].get("parallel", {})
+    r.check("pipeline: block", p.get("strategy") == "pipeline" and p.get("world_size") == 2
+            and p.get("rank") == 0 and p.get("schedule") == "1f1b" and p.get("micro_batches") == 4
+            and p.get("in_flight") == 2 and p.get("stage_starts") == ["wte", "h.1.ln_1"], p)
+    r.check("pipeline: summary line",
+            "  stage     0 of 2 (from wte), 1f1b x 4 micro-batches, 2 in flight: parameters 7.26 "
+            "MiB, optimizer state 14.53 MiB, receive buffers 8.00 MiB\n" in out, out)
+    r.check("pipeline: gpipe holds all 4 micro-batches, 1f1b 2: a higher peak",
+            gpipe["peak_bytes"] > one["peak_bytes"]
+            and gpipe["graph"]["parallel"]["in_flight"] == 4)
+    r.check("pipeline: without --rank, the stage with the highest peak (the last: it keeps and "
+            "merges the outputs)", default["graph"]["parallel"]["rank"] == 1
+            and default["peak_bytes"] > one["peak_bytes"], default["graph"]["parallel"])
+    r.check("pipeline: without returned outputs the last stage's peak falls",
+            last["peak_bytes"] < default["peak_bytes"], (last["peak_bytes"], default["peak_bytes"]))
+    flags = ["--optimizer", "adam", *pp, "--rank", "0"]
+    plan = r.path("pp_plan.json")
+    report = r.path("pp_p.json")
+    rc, out, err = r.run("plan", GRAPH, "--budget", "100MiB", "-o", plan, "--json", report, "-q",
+                         *flags)
+    if r.check("plan --parallel pipeline: exit 0", rc == 0, describe(rc, out, err)):
+        with open(report, encoding="utf-8") as f:
+            doc = json.load(f)
+        r.check("plan: the stage's plan fits under its baseline",
+                doc["feasible"] and doc["predicted"]["peak_bytes"] <= 100 * MIB
+                < one["peak_bytes"], doc["predicted"])
+        rc, out, err = r.run("verify", GRAPH, plan, "-q", *flags)
+        r.check("verify --parallel pipeline: the stage's plan replays", rc == 0,
+                describe(rc, out, err))
+    rc, out, err = r.run("check", GRAPH, "--budget", "100MiB", *flags)
+    r.check("check --parallel pipeline over budget: exit 1", rc == 1, describe(rc, out, err))
+    rc, out, err = r.run("report", GRAPH, "--html", r.path("pp.html"), *flags)
+    r.check("report --parallel pipeline: exit 0", rc == 0, describe(rc, out, err))
+    rc, out, err = r.run("snapshot", GRAPH, "-o", r.path("pp.pickle"), *flags)
+    r.check("snapshot --parallel pipeline: exit 0", rc == 0, describe(rc, out, err))
+    check_exit2(r, [
+        (("analyze", GRAPH, "--micro-batches", "4"),
+         "memplan: error: --pp-stages, --micro-batches, --pp-schedule, --pp-split and "
+         "--pp-return-outputs need --parallel pipeline\n"),
+        (("analyze", GRAPH, "--parallel", "pipeline"),
+         "memplan: error: --parallel pipeline: needs --pp-stages\n"),
+        (("analyze", GRAPH, *pp, "--world-size", "4"),
+         "memplan: error: --world-size 4: --parallel pipeline runs one stage per rank, and "
+         "--pp-stages is 2\n"),
+        (("analyze", GRAPH, *pp, "--pp-split", "wte"),
+         "memplan: error: examples/gpt_tiny.graph.json: --parallel pipeline: --pp-split: stage 0 "
+         "would be empty: module \"wte\" begins at the first forward op\n"),
+        (("analyze", GRAPH, "--parallel", "pipeline", "--pp-stages", "3", "--pp-split",
+          "h.1,h.0"),
+         "memplan: error: examples/gpt_tiny.graph.json: --parallel pipeline: --pp-split: stage 1 "
+         "would be empty: module \"h.0\" does not begin after module \"h.1\" in the forward\n"),
+        (("analyze", GRAPH, "--parallel", "pipeline", "--pp-stages", "100"),
+         "memplan: error: examples/gpt_tiny.graph.json: --parallel pipeline: --pp-stages 100: "
+         "stage 25 would be empty: a stage begins where a module begins, and the forward enters "
+         "at most 25 (wte, wpe, h.0.ln_1, h.0.attn.c_attn, h.0.attn, h.0.attn.c_proj, ...); give "
+         "at most 25 stages, or --pp-split\n"),
+        (("analyze", GRAPH, *pp, "--pp-split", "h.7"),
+         "memplan: error: examples/gpt_tiny.graph.json: --parallel pipeline: --pp-split: no "
+         "forward op of the graph is scoped in module \"h.7\"\n"),
+        (("plan", GRAPH, "--budget", "1GiB", "--global-batch", "8", *pp),
+         "memplan: error: --global-batch: not with --parallel pipeline, whose graph is one "
+         "micro-batch: give --set batch=MICRO and --micro-batches\n"),
+    ])
+
+
 def test_errors(r):
     check_exit2(r, [
         (("plan", GRAPH, "--budget", "200MiB", "--global-batch", "60", "--parallel", "ddp",
@@ -117,4 +192,4 @@ def test_errors(r):
 
 
 if __name__ == "__main__":
-    sys.exit(run_tests(test_strategies, test_plan_check_report, test_errors))
+    sys.exit(run_tests(test_strategies, test_plan_check_report, test_pipeline, test_errors))
