@@ -46,12 +46,13 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 
 # name -> spec, per-sample input shape (None: the model's example_input),
 # per-rank batch, the block class wrapped by FSDP, the scope depth of one
-# block (memplan --fsdp-depth: "h.0", "layer1.0"), the pipeline split.
+# block (memplan --fsdp-depth: "h.0", "layer1.0"), the module where the
+# pipeline's second stage begins (memplan --pp-split; _pipeline_stage).
 MODELS = {
     "gpt_small": {"spec": "models:gpt_small", "input_shape": None, "batch": 4,
-                  "block": "GPTBlock", "fsdp_depth": 2},
+                  "block": "GPTBlock", "fsdp_depth": 2, "pp_split": "h.2"},
     "resnet18": {"spec": "torchvision:resnet18", "input_shape": [3, 64, 64], "batch": 4,
-                 "block": "BasicBlock", "fsdp_depth": 2},
+                 "block": "BasicBlock", "fsdp_depth": 2, "pp_split": "layer3"},
 }
 PP_STAGES, PP_MICROBATCHES, PP_BATCH = 2, 4, 8  # pipeline: global batch 8, micro-batches of 2
 WARMUP_STEPS = 2  # DDP and ZeRO-1 (DDP rebuilds its buckets in its 2nd iteration); others 1
@@ -673,7 +674,9 @@ def do_export(name, work):
     m = MODELS[name]
     model = mt.load_model(m["spec"])
     shape = tuple(m["input_shape"]) if m["input_shape"] else None
-    g, st = mt.export_symbolic(model, m["batch"], shape, name=name)
+    # Op workspaces measured (the exporter runs each op once and records its
+    # scratch, e.g. the CPU convolution backward's); the step is not measured.
+    g, st = mt.export_symbolic(model, m["batch"], shape, name=name, workspace="measure")
     os.makedirs(work, exist_ok=True)
     with open(os.path.join(work, f"{name}.graph.json"), "w") as f:
         f.write(mt.dumps(g))
@@ -697,7 +700,11 @@ def memplan_args(row):
         return ["--parallel", "fsdp", "--world-size", str(n), "--fsdp-reshard-after-forward",
                 "true" if reshard else "false", "--fsdp-depth",
                 str(MODELS[row["model"]]["fsdp_depth"])], None
-    return None, "memplan has no --parallel mode for pipelining"
+    if s == "pipeline":
+        return ["--parallel", "pipeline", "--pp-stages", str(PP_STAGES), "--micro-batches",
+                str(PP_MICROBATCHES), "--pp-schedule", o["schedule"].lower(), "--pp-split",
+                MODELS[row["model"]]["pp_split"]], None
+    return None, f"no memplan flags for {s}"
 
 
 def predict(row, binary, graph):
@@ -710,7 +717,9 @@ def predict(row, binary, graph):
         return
     with open(graph) as f:
         symbols = json.load(f).get("symbols") or {}
-    sets = ["--set", f"batch={row['batch']}"] if "batch" in symbols else []
+    # A pipeline's graph is one micro-batch.
+    batch = row["batch"] // PP_MICROBATCHES if row["strategy"] == "pipeline" else row["batch"]
+    sets = ["--set", f"batch={batch}"] if "batch" in symbols else []
     preds = []
     ranks = row.get("ranks") or [{"rank": 0}]
     for r in ranks:

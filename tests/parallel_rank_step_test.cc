@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "analyzer/optimizer_state.h"
 #include "analyzer/parallel/rank_step.h"
 #include "analyzer/simulator.h"
@@ -140,12 +142,27 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
   CHECK(stats.parameter_bytes == 3 * U / 2);
   // l0's parameter is not read by the backward: no second gather. l1's is
   // gathered one module ahead (before l2's first backward op).
-  CHECK(OpIds(g) ==
-        std::vector<std::string>{"fsdp.l0.all_gather", "f0", "fsdp.l1.all_gather", "f1",
-                                 "fsdp.l2.all_gather", "f2", "l", "loss.grad.seed", "l.bw",
-                                 "fsdp.l1.all_gather.bw", "fsdp.l2.all_gather.bw", "f2.bw",
-                                 "fsdp.l2.reduce_scatter", "f1.bw", "fsdp.l1.reduce_scatter",
-                                 "f0.bw", "fsdp.l0.reduce_scatter"});
+  CHECK(OpIds(g) == std::vector<std::string>{"fsdp.l0.all_gather",
+                                             "fsdp.l0.all_gather_copy_out",
+                                             "f0",
+                                             "fsdp.l1.all_gather",
+                                             "fsdp.l1.all_gather_copy_out",
+                                             "f1",
+                                             "fsdp.l2.all_gather",
+                                             "fsdp.l2.all_gather_copy_out",
+                                             "f2",
+                                             "fsdp.root.post_forward",
+                                             "l",
+                                             "loss.grad.seed",
+                                             "l.bw",
+                                             "fsdp.l1.all_gather.bw",
+                                             "fsdp.l2.all_gather.bw",
+                                             "f2.bw",
+                                             "fsdp.l2.reduce_scatter",
+                                             "f1.bw",
+                                             "fsdp.l1.reduce_scatter",
+                                             "f0.bw",
+                                             "fsdp.l0.reduce_scatter"});
   SimResult r = Run(g);
   // At f2.bw: x (U) + 3 shards (1.5U) + a, y, z.grad, w1 and w2 gathered
   // again, y.grad, w2.grad (7U) + loss.
@@ -187,6 +204,61 @@ TEST_CASE("parallel: fsdp without resharding keeps the gathered parameters to th
   CHECK(live_at(g, "l") == U + 3 * U / 2 + 5 * U + 4);
 }
 
+// A parameter read through a view (as linear reads weight.t()): the forward
+// makes wv, the backward reads it. Hand-written joint graph.
+const char* kViewed = R"({"format": "memplan.graph/1", "name": "viewed", "tensors": [
+    {"id": "x", "shape": [256], "dtype": "float32", "kind": "input"},
+    {"id": "w", "shape": [256], "dtype": "float32", "kind": "parameter"},
+    {"id": "wv", "shape": [256], "dtype": "float32", "alias_of": "w"},
+    {"id": "y", "shape": [256], "dtype": "float32"},
+    {"id": "loss", "shape": [], "dtype": "float32"},
+    {"id": "loss.grad", "shape": [], "dtype": "float32", "kind": "gradient"},
+    {"id": "y.grad", "shape": [256], "dtype": "float32", "kind": "gradient"},
+    {"id": "w.grad", "shape": [256], "dtype": "float32", "kind": "gradient", "grad_of": "w"}],
+  "ops": [
+    {"id": "fv", "type": "t", "inputs": ["w"], "outputs": ["wv"], "scope": "l0"},
+    {"id": "f", "type": "mul", "inputs": ["x", "wv"], "outputs": ["y"], "scope": "l0"},
+    {"id": "l", "type": "sum", "inputs": ["y"], "outputs": ["loss"], "scope": "loss"},
+    {"id": "seed", "type": "ones_like", "inputs": ["loss"], "outputs": ["loss.grad"],
+     "phase": "backward", "scope": "loss"},
+    {"id": "l.bw", "type": "expand", "inputs": ["loss.grad"], "outputs": ["y.grad"],
+     "phase": "backward", "scope": "loss"},
+    {"id": "f.bw", "type": "mul", "inputs": ["y.grad", "x", "wv"], "outputs": ["w.grad"],
+     "phase": "backward", "scope": "l0"}],
+  "outputs": ["loss"]})";
+
+TEST_CASE("parallel: fsdp keeps a parameter's unsharded copy while views of it are alive") {
+  // Without resharding, wv views the unsharded w: the copy lives to f.bw.
+  // At f.bw: x (U) + the shard (U/2) + unsharded w, y.grad, w.grad (3U) +
+  // loss, loss.grad's 4 bytes freed: 4.5U + 4.
+  RankStats stats;
+  for (bool reshard : {false, true}) {
+    CAPTURE(reshard);
+    Graph g = testing::MustParse(kViewed);
+    std::string err;
+    ParallelOptions o{.strategy = Strategy::kFsdp, .world_size = 2, .shard_depth = 1};
+    o.reshard_after_forward = reshard;
+    REQUIRE(MakeRankStep(o, &g, &stats, &err));
+    SimResult r = Run(g);
+    CHECK(r.peak_bytes == U + U / 2 + 3 * U + 4);
+    // Resharded, the gather before f.bw ties it (its flat buffer in place of
+    // w.grad) and comes first.
+    CHECK(g.ops[BuildBaselineProgram(g, AccumulationMode::kInplace).steps[r.peak_step].op].id ==
+          (reshard ? "fsdp.l0.all_gather.bw" : "f.bw"));
+    if (!reshard) {
+      CHECK(testing::AliasOf(g, "wv") == "w.unsharded");
+      continue;
+    }
+    // Resharded: the forward copy goes after f; the backward gathers w again
+    // (before f.bw, l0's first backward reader through wv) and reads a twin
+    // of wv made from it.
+    CHECK(testing::AliasOf(g, "wv.bw") == "w.unsharded.bw");
+    CHECK(testing::Names(g, g.ops[g.FindOp("f.bw")].inputs) ==
+          std::vector<std::string>{"y.grad", "x", "wv.bw"});
+    CHECK(g.FindOp("fsdp.view.wv.bw") == g.FindOp("fsdp.l0.all_gather.bw") + 1);
+  }
+}
+
 TEST_CASE("parallel: fsdp shards by dim 0, padded, and shards the optimizer state with it") {
   RankStats stats;
   // 256 rows over 3 ranks: 86 rows each (the last padded).
@@ -195,8 +267,16 @@ TEST_CASE("parallel: fsdp shards by dim 0, padded, and shards the optimizer stat
   CHECK(stats.parameter_bytes == 3 * 86 * 4);
   CHECK(stats.optimizer_state_bytes == 6 * 86 * 4);
   CHECK(g.tensors[g.FindTensor("w1.grad.shard")].bytes == 86 * 4);
+  // The flat buffer: world x padded shard, an output of the collective that
+  // the copy-out splits; held to the next unit's all-gather.
   const Op& gather = g.ops[g.FindOp("fsdp.l1.all_gather")];
-  CHECK(gather.workspace_bytes == 86 * 3 * 4);  // the flat buffer: world x padded shard
+  CHECK(gather.workspace_bytes == 0);
+  CHECK(g.tensors[gather.outputs[0]].id == "fsdp.l1.all_gather_output");
+  CHECK(g.tensors[gather.outputs[0]].bytes == 86 * 3 * 4);
+  const Op& next = g.ops[g.FindOp("fsdp.l2.all_gather")];
+  CHECK(std::find(next.inputs.begin(), next.inputs.end(), gather.outputs[0]) != next.inputs.end());
+  CHECK(g.ops[g.FindOp("fsdp.root.post_forward")].inputs ==
+        std::vector<int>{g.FindTensor("fsdp.l2.all_gather_output")});
   const Op& step = g.ops[g.FindOp("w1.adam_step")];
   CHECK(g.tensors[step.inputs[1]].id == "w1.grad.shard");
 }

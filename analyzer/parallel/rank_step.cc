@@ -273,8 +273,8 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   for (size_t o = 0; o < g->ops.size(); ++o) {
     const Op& op = g->ops[o];
     if (op.phase == Phase::kOptimizer) continue;
-    for (int p : op.inputs) {
-      const int u = unit_of_param[p];
+    for (int t : op.inputs) {
+      const int u = unit_of_param[g->tensors[t].base];  // a parameter or a view of one
       if (u < 0) continue;
       int& first = op.phase == Phase::kForward ? units[u].first_forward : units[u].first_backward;
       if (first < 0) first = static_cast<int>(o);
@@ -295,6 +295,13 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   for (size_t k = 0; k < by_backward.size(); ++k)
     gather_bw_at[by_backward[k]] = units[by_backward[k == 0 ? 0 : k - 1]].first_backward;
 
+  struct ForwardGather {
+    int at;
+    int unit;
+    Op op;
+  };
+  std::vector<ForwardGather> forward_gathers;
+  std::vector<int> resharded_at(units.size(), -1);
   for (size_t u = 0; u < units.size(); ++u) {
     Unit& unit = units[u];
     const bool root = unit.name.empty();
@@ -369,16 +376,108 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       at = std::max(0, unit.first_backward);
       gather.phase = unit.first_backward >= 0 ? Phase::kBackward : Phase::kForward;
     }
-    before[at].push_back(std::move(gather));
-    if (reshard) before[gather_bw_at[u]].push_back(std::move(gather_bw));
+    if (gather.phase == Phase::kForward) {
+      forward_gathers.push_back({at, static_cast<int>(u), std::move(gather)});
+    } else {
+      before[at].push_back(std::move(gather));
+    }
+    if (reshard) {
+      before[gather_bw_at[u]].push_back(std::move(gather_bw));
+      resharded_at[u] = gather_bw_at[u];
+    }
     if (last_grad >= 0) after[last_grad].push_back(std::move(reduce));
   }
-  // Readers move to the unsharded copies; the optimizer to the sharded
-  // gradients and sharded state.
+  // Forward all-gathers, in order: the collective fills a flat buffer and the
+  // copy-out splits it into the unsharded parameters. FSDP2 frees the flat
+  // buffer at the next unit's forward all-gather (it defers the free for
+  // overlap), the last one when the root's forward returns: before the first
+  // "loss" op, else after the last forward op.
+  std::stable_sort(forward_gathers.begin(), forward_gathers.end(),
+                   [](const ForwardGather& a, const ForwardGather& b) { return a.at < b.at; });
+  int flat_prev = -1;
+  for (ForwardGather& fg : forward_gathers) {
+    Tensor flat;
+    flat.id = fg.op.id + "_output";
+    flat.shape = {Dim{fg.op.workspace_bytes, ""}};
+    flat.dtype = DType::kUInt8;
+    flat.kind = TensorKind::kTemporary;
+    const int flat_index = AddTensor(g, std::move(flat), err);
+    if (flat_index < 0) return false;
+    Op copy_out = fg.op;
+    copy_out.id += "_copy_out";
+    copy_out.type = "fsdp_all_gather_copy_out";
+    copy_out.workspace_bytes = 0;
+    copy_out.inputs = {flat_index};
+    fg.op.outputs = {flat_index};
+    fg.op.workspace_bytes = 0;
+    if (flat_prev >= 0) fg.op.inputs.push_back(flat_prev);
+    flat_prev = flat_index;
+    before[fg.at].push_back(std::move(fg.op));
+    before[fg.at].push_back(std::move(copy_out));
+  }
+  if (flat_prev >= 0) {
+    int end = -1;
+    for (size_t o = 0; o < g->ops.size(); ++o) {
+      const Op& op = g->ops[o];
+      if (op.phase != Phase::kForward) continue;
+      if (op.scope == "loss" || op.scope.rfind("loss.", 0) == 0) {
+        end = static_cast<int>(o) - 1;
+        break;
+      }
+      end = static_cast<int>(o);
+    }
+    Op post;
+    post.id = "fsdp.root.post_forward";
+    post.type = "fsdp_post_forward";
+    post.phase = Phase::kForward;
+    post.inputs = {flat_prev};
+    if (end < 0)
+      before[0].push_back(std::move(post));
+    else
+      after[end].push_back(std::move(post));
+  }
+  // Views of a parameter made in the forward view its unsharded copy. With
+  // resharding, the backward reads twins of them made from the copy gathered
+  // again (autograd's saved views see the storage FSDP refills).
+  std::vector<int> twin(n_tensors, -1);
+  for (size_t o = 0; o < g->ops.size(); ++o) {
+    const Op& op = g->ops[o];
+    for (int v : op.outputs) {
+      Tensor& view = g->tensors[v];
+      const int p = view.base;
+      if (view.alias_of < 0 || p < 0 || unsharded[p] < 0) continue;
+      const bool backward = op.phase == Phase::kBackward;
+      const int copy = backward && unsharded_bw[p] >= 0 ? unsharded_bw[p] : unsharded[p];
+      if (view.alias_of == p) view.alias_of = copy;
+      const int u = unit_of_param[p];
+      if (backward || unsharded_bw[p] < 0 || resharded_at[u] < 0) continue;
+      Tensor bw = g->tensors[v];
+      bw.id += ".bw";
+      bw.alias_of = bw.alias_of == unsharded[p] ? unsharded_bw[p] : twin[bw.alias_of];
+      if (bw.alias_of < 0) continue;
+      const int source = bw.alias_of;
+      twin[v] = AddTensor(g, std::move(bw), err);
+      if (twin[v] < 0) return false;
+      Op make;
+      make.id = "fsdp.view." + g->tensors[twin[v]].id;
+      make.type = "view";
+      make.phase = Phase::kBackward;
+      make.scope = units[u].name;
+      make.inputs = {source};
+      make.outputs = {twin[v]};
+      before[resharded_at[u]].push_back(std::move(make));
+    }
+  }
+  // Readers move to the unsharded copies (the backward's to the twins); the
+  // optimizer to the sharded gradients and sharded state.
   for (Op& op : g->ops) {
     for (int& t : op.inputs) {
       if (op.phase == Phase::kOptimizer) {
         if (sharded_grad[t] >= 0) t = sharded_grad[t];
+        continue;
+      }
+      if (op.phase == Phase::kBackward && t < static_cast<int>(n_tensors) && twin[t] >= 0) {
+        t = twin[t];
         continue;
       }
       if (unsharded[t] < 0) continue;
