@@ -160,9 +160,19 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
                                              "f2.bw",
                                              "fsdp.l2.reduce_scatter",
                                              "f1.bw",
+                                             "fsdp.l1.reduce_scatter_wait_previous",
                                              "fsdp.l1.reduce_scatter",
                                              "f0.bw",
-                                             "fsdp.l0.reduce_scatter"});
+                                             "fsdp.l0.reduce_scatter_wait_previous",
+                                             "fsdp.l0.reduce_scatter",
+                                             "fsdp.root.post_backward"});
+  // Each reduce-scatter's flat input (world x the padded gradient shards) is
+  // held until the next unit's post-backward, the last to the backward's end.
+  CHECK(testing::Names(g, g.ops[g.FindOp("fsdp.l1.reduce_scatter_wait_previous")].inputs) ==
+        std::vector<std::string>{"fsdp.l2.reduce_scatter_input"});
+  CHECK(testing::TensorNamed(g, "fsdp.l2.reduce_scatter_input").bytes == U);
+  CHECK(testing::Names(g, g.ops[g.FindOp("fsdp.root.post_backward")].inputs) ==
+        std::vector<std::string>{"fsdp.l0.reduce_scatter_input"});
   SimResult r = Run(g);
   // At f2.bw: x (U) + 3 shards (1.5U) + a, y, z.grad, w1 and w2 gathered
   // again, y.grad, w2.grad (7U) + loss.

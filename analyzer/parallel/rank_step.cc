@@ -300,7 +300,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     int unit;
     Op op;
   };
-  std::vector<ForwardGather> forward_gathers;
+  std::vector<ForwardGather> forward_gathers, reduces;
   std::vector<int> resharded_at(units.size(), -1);
   for (size_t u = 0; u < units.size(); ++u) {
     Unit& unit = units[u];
@@ -385,7 +385,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       before[gather_bw_at[u]].push_back(std::move(gather_bw));
       resharded_at[u] = gather_bw_at[u];
     }
-    if (last_grad >= 0) after[last_grad].push_back(std::move(reduce));
+    if (last_grad >= 0) reduces.push_back({last_grad, static_cast<int>(u), std::move(reduce)});
   }
   // Forward all-gathers, in order: the collective fills a flat buffer and the
   // copy-out splits it into the unsharded parameters. FSDP2 frees the flat
@@ -435,6 +435,46 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       before[0].push_back(std::move(post));
     else
       after[end].push_back(std::move(post));
+  }
+  // Reduce-scatters, in order: the flat input the gradients are copied into
+  // is held (FSDP2's reduce_scatter_states, one buffer by default) until the
+  // next unit's post-backward frees it before its own, the last one to the
+  // end of the backward.
+  std::stable_sort(reduces.begin(), reduces.end(),
+                   [](const ForwardGather& a, const ForwardGather& b) { return a.at < b.at; });
+  int input_prev = -1;
+  for (ForwardGather& rs : reduces) {
+    Tensor flat;
+    flat.id = rs.op.id + "_input";
+    flat.shape = {Dim{rs.op.workspace_bytes, ""}};
+    flat.dtype = DType::kUInt8;
+    flat.kind = TensorKind::kTemporary;
+    const int flat_index = AddTensor(g, std::move(flat), err);
+    if (flat_index < 0) return false;
+    if (input_prev >= 0) {
+      Op wait;
+      wait.id = rs.op.id + "_wait_previous";
+      wait.type = "fsdp_reduce_scatter_wait";
+      wait.phase = Phase::kBackward;
+      wait.scope = rs.op.scope;
+      wait.inputs = {input_prev};
+      after[rs.at].push_back(std::move(wait));
+    }
+    rs.op.outputs.push_back(flat_index);
+    rs.op.workspace_bytes = 0;
+    input_prev = flat_index;
+    after[rs.at].push_back(std::move(rs.op));
+  }
+  if (input_prev >= 0) {
+    int end = -1;
+    for (size_t o = 0; o < g->ops.size(); ++o)
+      if (g->ops[o].phase == Phase::kBackward) end = static_cast<int>(o);
+    Op post;
+    post.id = "fsdp.root.post_backward";
+    post.type = "fsdp_post_backward";
+    post.phase = Phase::kBackward;
+    post.inputs = {input_prev};
+    after[end].push_back(std::move(post));
   }
   // Views of a parameter made in the forward view its unsharded copy. With
   // resharding, the backward reads twins of them made from the copy gathered

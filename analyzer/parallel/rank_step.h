@@ -24,18 +24,24 @@
 //   fsdp   FSDP2 fully_shard on every module at shard_depth scope components,
 //          then on the root (parameters no such module owns alone): each
 //          parameter is sharded on dim 0 (ceil(dim0 / world) rows, padded).
-//          Before a unit's first forward op one op all-gathers its
-//          parameters (workspace: the flat all-gather buffer, world x the
-//          padded shards); its forward ops read the unsharded copies. With
-//          reshard_after_forward (not for the root, as FSDP2) they are freed
-//          after their last forward use and gathered again in the backward,
-//          one unit ahead of its first backward op (FSDP2's backward
-//          prefetch); without, they stay to the unit's backward. After the
-//          last gradient of a unit is made, one op reduce-scatters the
-//          unsharded gradients (workspace: the flat reduce-scatter input)
-//          into sharded ones, which the optimizer reads; optimizer state is
-//          sharded like its parameter.
-//
+//          Before a unit's first forward op one op all-gathers its shards
+//          into a flat buffer (world x the padded shards) and one copies it
+//          out into the unsharded parameters; FSDP2 frees the flat buffer at
+//          the next unit's forward all-gather, the last when the root's
+//          forward returns. Forward ops and the views they make of a
+//          parameter (weight.t()) read the unsharded copy. With
+//          reshard_after_forward (not for the root, as FSDP2) the copies are
+//          freed after their last forward use and gathered again in the
+//          backward one unit ahead of the unit's first backward op (FSDP2's
+//          backward prefetch; the flat buffer is then a workspace), and the
+//          backward reads twins of the forward's views made from them;
+//          without, they stay to the unit's backward. After the last
+//          gradient of a unit is made, one op copies the unsharded gradients
+//          into a flat input (world x the padded shards) and reduce-scatters
+//          it into sharded ones, which the optimizer reads; the flat input is
+//          held until the next unit's post-backward (FSDP2's one retained
+//          reduce-scatter buffer), the last to the end of the backward.
+//          Optimizer state is sharded like its parameter.
 //   pipeline  one stage of a pipeline (pipeline.h).
 //
 // Not modelled: mixed-precision parameter and reduce dtypes, NCCL/gloo
