@@ -76,6 +76,8 @@ nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
     if (p.strategy == parallel::Strategy::kFsdp) {
       block["reshard_after_forward"] = p.reshard_after_forward;
       block["units"] = p.units;
+      if (!p.param_dtype.empty()) block["param_dtype"] = p.param_dtype;
+      if (!p.reduce_dtype.empty()) block["reduce_dtype"] = p.reduce_dtype;
     } else if (p.strategy == parallel::Strategy::kPipeline) {
       block["schedule"] = parallel::ScheduleName(p.schedule);
       block["micro_batches"] = p.micro_batches;
@@ -108,7 +110,9 @@ std::string ParallelLine(const JointGraph& jg) {
                   FormatBytes(p.optimizer_state_bytes));
   if (p.strategy == parallel::Strategy::kFsdp)
     out += fmt::format(", {} sharded units{}", p.units.size(),
-                       p.reshard_after_forward ? ", resharded after forward" : "");
+                       p.reshard_after_forward ? ", resharded after forward" : "") +
+           (p.param_dtype.empty() ? "" : ", gathered as " + p.param_dtype) +
+           (p.reduce_dtype.empty() ? "" : ", reduced as " + p.reduce_dtype);
   else
     out += fmt::format(", {} gradient buckets {}{}", p.buckets, FormatBytes(p.bucket_bytes),
                        p.gradient_as_bucket_view ? " (gradients are views of them)" : "");

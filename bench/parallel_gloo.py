@@ -694,12 +694,11 @@ def memplan_args(row):
     if s == "zero1":
         return ["--parallel", "zero1", "--world-size", str(n)], None
     if s in ("fsdp2", "fsdp1"):
-        if "param_dtype" in o:
-            return None, "no memplan flag for FSDP's MixedPrecisionPolicy (param_dtype)"
         reshard = o["reshard_after_forward"] if s == "fsdp2" else o["sharding"] == "FULL_SHARD"
         return ["--parallel", "fsdp", "--world-size", str(n), "--fsdp-reshard-after-forward",
                 "true" if reshard else "false", "--fsdp-depth",
-                str(MODELS[row["model"]]["fsdp_depth"])], None
+                str(MODELS[row["model"]]["fsdp_depth"])] + \
+            (["--fsdp-param-dtype", o["param_dtype"]] if "param_dtype" in o else []), None
     if s == "pipeline":
         return ["--parallel", "pipeline", "--pp-stages", str(PP_STAGES), "--micro-batches",
                 str(PP_MICROBATCHES), "--pp-schedule", o["schedule"].lower(), "--pp-split",

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <tuple>
 
 namespace memplan {
 
@@ -96,6 +97,12 @@ void AddStepFlags(CLI::App* cmd, StepFlags* flags) {
                   "fsdp: the modules (scope prefixes) to shard, instead of every module at "
                   "--fsdp-depth")
       ->delimiter(',');
+  cmd->add_option("--fsdp-param-dtype", flags->fsdp_param_dtype,
+                  "fsdp: MixedPrecisionPolicy(param_dtype): gather and compute in this dtype "
+                  "(bfloat16, float16, ...)");
+  cmd->add_option("--fsdp-reduce-dtype", flags->fsdp_reduce_dtype,
+                  "fsdp: MixedPrecisionPolicy(reduce_dtype): reduce-scatter in this dtype "
+                  "(default: --fsdp-param-dtype)");
   cmd->add_option("--pp-stages", flags->pp_stages, "pipeline: stages, one per rank")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--micro-batches", flags->micro_batches,
@@ -135,6 +142,25 @@ bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err) {
   p.reshard_after_forward = f.fsdp_reshard_after_forward == "true";
   p.shard_depth = f.fsdp_depth;
   p.shard_modules = f.fsdp_modules;
+  for (auto [flag, text, out] :
+       {std::tuple{"--fsdp-param-dtype", &f.fsdp_param_dtype, &p.param_dtype},
+        std::tuple{"--fsdp-reduce-dtype", &f.fsdp_reduce_dtype, &p.reduce_dtype}}) {
+    if (text->empty()) continue;
+    DType dtype;
+    if (!ParseDType(*text, &dtype) || !IsFloating(dtype)) {
+      std::string floating;
+      for (const char* name :
+           {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
+        floating += (floating.empty() ? "" : ", ") + std::string(name);
+      *err = std::string(flag) + " " + *text + ": expected a floating dtype (" + floating + ")";
+      return false;
+    }
+    if (p.strategy != parallel::Strategy::kFsdp) {
+      *err = std::string(flag) + ": needs --parallel fsdp";
+      return false;
+    }
+    *out = dtype;
+  }
   const bool pipeline_flags = f.pp_stages > 0 || f.micro_batches > 0 || !f.pp_schedule.empty() ||
                               !f.pp_split.empty() || !f.pp_return_outputs.empty();
   if (p.strategy == parallel::Strategy::kPipeline) {

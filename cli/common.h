@@ -55,7 +55,8 @@ struct StepFlags {
   std::string fsdp_reshard_after_forward = "true";
   int fsdp_depth = 2;
   std::vector<std::string> fsdp_modules;
-  int64_t pp_stages = 0;  // 0: not given
+  std::string fsdp_param_dtype, fsdp_reduce_dtype;  // "" unset
+  int64_t pp_stages = 0;                            // 0: not given
   int64_t micro_batches = 0;
   std::string pp_schedule;
   std::vector<std::string> pp_split;

@@ -183,6 +183,35 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
   CHECK(r.end_bytes == U + 3 * U / 2 + 3 * U / 2 + 4);
 }
 
+TEST_CASE("parallel: fsdp with a bfloat16 param_dtype halves what the step makes") {
+  // Every floating tensor the step makes is bfloat16, the unsharded copies
+  // too; x and the float32 shards stay. At f2.bw: x (U) + 3 shards (1.5U) +
+  // a, y, z.grad, w1 and w2 gathered again, y.grad, w2.grad (7 x U/2) + the
+  // 2-byte loss: 6U + 2.
+  RankStats stats;
+  ParallelOptions o{.strategy = Strategy::kFsdp, .world_size = 2, .shard_depth = 1};
+  o.param_dtype = DType::kBFloat16;
+  Graph g = Rank(o, &stats);
+  CHECK(stats.param_dtype == "bfloat16");
+  SimResult r = Run(g);
+  CHECK(r.peak_bytes == 6 * U + 2);
+  CHECK(testing::TensorNamed(g, "w1.unsharded").bytes == U / 2);
+  // The gather again: its flat buffer (2 ranks x 128 rows x 2 bytes) and the
+  // shard cast to bfloat16 (128 x 2 bytes).
+  CHECK(g.ops[g.FindOp("fsdp.l1.all_gather.bw")].workspace_bytes == U / 2 + U / 4);
+  // Sharded gradients keep the parameter's float32; the reduce-scatter runs
+  // in bfloat16 (the flat input U/2) and its output is cast (U/4).
+  CHECK(testing::TensorNamed(g, "w1.grad.shard").dtype == DType::kFloat32);
+  CHECK(testing::TensorNamed(g, "fsdp.l1.reduce_scatter_input").bytes == U / 2);
+  CHECK(g.ops[g.FindOp("fsdp.l1.reduce_scatter")].workspace_bytes == U / 4);
+  // reduce_dtype float32: a float32 flat input, nothing to cast.
+  o.reduce_dtype = DType::kFloat32;
+  Graph f = Rank(o, &stats);
+  CHECK(testing::TensorNamed(f, "fsdp.l1.reduce_scatter_input").bytes == U);
+  CHECK(f.ops[f.FindOp("fsdp.l1.reduce_scatter")].workspace_bytes == 0);
+  CHECK(stats.reduce_dtype == "float32");
+}
+
 TEST_CASE("parallel: fsdp without resharding keeps the gathered parameters to the backward") {
   RankStats stats;
   Graph g = Rank({.strategy = Strategy::kFsdp,

@@ -43,9 +43,10 @@ struct RankStats {
   int64_t optimizer_state_bytes = 0;  // on this rank
   int64_t bucket_bytes = 0;           // ddp, zero1: gradient buckets
   int64_t buckets = 0;
-  bool gradient_as_bucket_view = false;  // ddp, zero1
-  bool reshard_after_forward = false;    // fsdp
-  std::vector<std::string> units;        // fsdp: the sharded modules, "" the root
+  bool gradient_as_bucket_view = false;   // ddp, zero1
+  bool reshard_after_forward = false;     // fsdp
+  std::vector<std::string> units;         // fsdp: the sharded modules, "" the root
+  std::string param_dtype, reduce_dtype;  // fsdp mixed precision ("" unset)
   // pipeline: rank is the stage.
   int64_t micro_batches = 1;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;

@@ -245,6 +245,13 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     *err = "the graph has no parameters to shard";
     return false;
   }
+  // MixedPrecisionPolicy(param_dtype): the forward runs on parameters and
+  // inputs cast to it, so every floating tensor the step makes has it.
+  if (options.param_dtype)
+    for (Tensor& t : g->tensors)
+      if (!IsResident(t.kind) && IsFloating(t.dtype)) t.dtype = *options.param_dtype;
+  stats->param_dtype = options.param_dtype ? DTypeName(*options.param_dtype) : "";
+  stats->reduce_dtype = options.reduce_dtype ? DTypeName(*options.reduce_dtype) : "";
   for (const Op& op : g->ops) {
     if (op.phase != Phase::kForward) continue;
     const std::string unit = UnitOf(op.scope, options);
@@ -299,6 +306,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     int at;
     int unit;
     Op op;
+    int64_t flat_bytes = 0;  // the flat buffer the collective fills or reads
   };
   std::vector<ForwardGather> forward_gathers, reduces;
   std::vector<int> resharded_at(units.size(), -1);
@@ -323,9 +331,13 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     const bool reshard = options.reshard_after_forward && !root && unit.first_forward >= 0 &&
                          unit.first_backward >= 0;
     int last_grad = -1;
+    int64_t gather_flat = 0, reduce_flat = 0;
     for (int p : unit.params) {
       Tensor& param = g->tensors[p];
       const Tensor full = param;
+      // Mixed precision: gathered, computed and reduced in narrower dtypes;
+      // the shards, their gradients and the optimizer keep the parameter's.
+      const DType compute = options.param_dtype.value_or(full.dtype);
       const int64_t rows = full.shape.empty() ? 1 : full.shape[0].value;
       const int64_t shard_rows = (rows + world - 1) / world;
       const int64_t rest = rows > 0 ? full.numel / rows : 0;
@@ -335,10 +347,14 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
         param.shape[0] = Dim{shard_rows, ""};
       for (size_t d = 1; d < param.shape.size(); ++d) param.shape[d].symbol.clear();
       shard_fraction[p] = full.numel > 0 ? static_cast<double>(shard_rows * rest) / full.numel : 0;
-      const int64_t padded_bytes = shard_rows * world * rest * DTypeSize(full.dtype);
-      gather.workspace_bytes += padded_bytes;
+      const int64_t padded_bytes = shard_rows * world * rest * DTypeSize(compute);
+      gather_flat += padded_bytes;
+      // The shard cast to the compute dtype, the all-gather's input.
+      const int64_t cast_bytes = compute == full.dtype ? 0 : shard_rows * rest * DTypeSize(compute);
+      gather.workspace_bytes += cast_bytes;
       gather.inputs.push_back(p);
       Tensor copy = full;
+      copy.dtype = compute;
       copy.kind = TensorKind::kTemporary;
       copy.id = full.id + ".unsharded";
       copy.grad_of = -1;
@@ -352,17 +368,21 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
         if (unsharded_bw[p] < 0) return false;
         gather_bw.inputs.push_back(p);
         gather_bw.outputs.push_back(unsharded_bw[p]);
-        gather_bw.workspace_bytes += padded_bytes;
+        gather_bw.workspace_bytes += padded_bytes + cast_bytes;
       }
       if (grad[p] >= 0) {
         const Tensor& gt = g->tensors[grad[p]];
         reduce.inputs.push_back(grad[p]);
-        reduce.workspace_bytes += shard_rows * world * rest * DTypeSize(gt.dtype);
+        const DType reduce_dtype = options.reduce_dtype.value_or(gt.dtype);
+        reduce_flat += shard_rows * world * rest * DTypeSize(reduce_dtype);
         last_grad = std::max(last_grad, gt.producer);
         Tensor shard = g->tensors[p];  // the sharded shape
         shard.id = gt.id + ".shard";
         shard.kind = TensorKind::kGradient;
-        shard.dtype = gt.dtype;
+        shard.dtype = options.param_dtype ? full.dtype : gt.dtype;
+        // Reduced in another dtype: its output, cast into the sharded gradient.
+        if (reduce_dtype != shard.dtype)
+          reduce.workspace_bytes += shard_rows * rest * DTypeSize(reduce_dtype);
         shard.grad_of = p;
         shard.alias_of = -1;
         sharded_grad[grad[p]] = AddTensor(g, shard, err);
@@ -377,15 +397,17 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       gather.phase = unit.first_backward >= 0 ? Phase::kBackward : Phase::kForward;
     }
     if (gather.phase == Phase::kForward) {
-      forward_gathers.push_back({at, static_cast<int>(u), std::move(gather)});
+      forward_gathers.push_back({at, static_cast<int>(u), std::move(gather), gather_flat});
     } else {
+      gather.workspace_bytes += gather_flat;
       before[at].push_back(std::move(gather));
     }
     if (reshard) {
       before[gather_bw_at[u]].push_back(std::move(gather_bw));
       resharded_at[u] = gather_bw_at[u];
     }
-    if (last_grad >= 0) reduces.push_back({last_grad, static_cast<int>(u), std::move(reduce)});
+    if (last_grad >= 0)
+      reduces.push_back({last_grad, static_cast<int>(u), std::move(reduce), reduce_flat});
   }
   // Forward all-gathers, in order: the collective fills a flat buffer and the
   // copy-out splits it into the unsharded parameters. FSDP2 frees the flat
@@ -398,7 +420,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   for (ForwardGather& fg : forward_gathers) {
     Tensor flat;
     flat.id = fg.op.id + "_output";
-    flat.shape = {Dim{fg.op.workspace_bytes, ""}};
+    flat.shape = {Dim{fg.flat_bytes, ""}};
     flat.dtype = DType::kUInt8;
     flat.kind = TensorKind::kTemporary;
     const int flat_index = AddTensor(g, std::move(flat), err);
@@ -409,7 +431,6 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     copy_out.workspace_bytes = 0;
     copy_out.inputs = {flat_index};
     fg.op.outputs = {flat_index};
-    fg.op.workspace_bytes = 0;
     if (flat_prev >= 0) fg.op.inputs.push_back(flat_prev);
     flat_prev = flat_index;
     before[fg.at].push_back(std::move(fg.op));
@@ -446,7 +467,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   for (ForwardGather& rs : reduces) {
     Tensor flat;
     flat.id = rs.op.id + "_input";
-    flat.shape = {Dim{rs.op.workspace_bytes, ""}};
+    flat.shape = {Dim{rs.flat_bytes, ""}};
     flat.dtype = DType::kUInt8;
     flat.kind = TensorKind::kTemporary;
     const int flat_index = AddTensor(g, std::move(flat), err);
@@ -461,7 +482,6 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       after[rs.at].push_back(std::move(wait));
     }
     rs.op.outputs.push_back(flat_index);
-    rs.op.workspace_bytes = 0;
     input_prev = flat_index;
     after[rs.at].push_back(std::move(rs.op));
   }

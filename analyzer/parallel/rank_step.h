@@ -41,16 +41,22 @@
 //          it into sharded ones, which the optimizer reads; the flat input is
 //          held until the next unit's post-backward (FSDP2's one retained
 //          reduce-scatter buffer), the last to the end of the backward.
-//          Optimizer state is sharded like its parameter.
+//          Optimizer state is sharded like its parameter. With param_dtype
+//          (MixedPrecisionPolicy) every floating tensor the step makes is
+//          of that dtype, as are the unsharded copies and the flat buffers;
+//          each gather also casts the shards (a workspace); the reduce-scatter
+//          runs in reduce_dtype (default param_dtype) and its output is cast
+//          into sharded gradients of the parameter's dtype.
 //   pipeline  one stage of a pipeline (pipeline.h).
 //
-// Not modelled: mixed-precision parameter and reduce dtypes, NCCL/gloo
+// Not modelled: FSDP's output_dtype and casts of floating inputs, NCCL/gloo
 // internal buffers, tensor parallelism, data and pipeline parallelism
 // together.
 #ifndef MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_
 #define MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,6 +83,10 @@ struct ParallelOptions {
   // fsdp: the modules (scope prefixes) to shard; empty: every module at
   // shard_depth.
   std::vector<std::string> shard_modules;
+  // fsdp: MixedPrecisionPolicy(param_dtype, reduce_dtype); unset: the
+  // parameters' own (reduce_dtype unset: the gradients', i.e. param_dtype).
+  std::optional<DType> param_dtype;
+  std::optional<DType> reduce_dtype;
   // pipeline (pipeline.h): world_size equals pipeline.stages; rank is the
   // stage (-1: the one with the highest peak).
   PipelineOptions pipeline;

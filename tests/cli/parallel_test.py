@@ -35,6 +35,13 @@ def test_strategies(r):
     ddp, out = analyze(r, "ddp", "--parallel", "ddp", "--world-size", "8")
     zero1, _ = analyze(r, "zero1", "--parallel", "zero1", "--world-size", "8")
     fsdp, fout = analyze(r, "fsdp", "--parallel", "fsdp", "--world-size", "8")
+    mixed, mout = analyze(r, "fsdp bfloat16", "--parallel", "fsdp", "--world-size", "8",
+                          "--fsdp-param-dtype", "bfloat16")
+    if mixed and fsdp:
+        r.check("fsdp bfloat16: block and line", mixed["graph"]["parallel"].get("param_dtype")
+                == "bfloat16" and ", gathered as bfloat16\n" in mout, mout)
+        r.check("fsdp bfloat16: a lower peak than float32",
+                mixed["peak_bytes"] < fsdp["peak_bytes"])
     if not (single and ddp and zero1 and fsdp):
         return
     r.check("single device: no parallel block", "parallel" not in single["graph"])
@@ -170,6 +177,12 @@ def test_pipeline(r):
 
 def test_errors(r):
     check_exit2(r, [
+        (("analyze", GRAPH, "--fsdp-param-dtype", "bfloat16"),
+         "memplan: error: --fsdp-param-dtype: needs --parallel fsdp\n"),
+        (("analyze", GRAPH, "--parallel", "fsdp", "--world-size", "2", "--fsdp-reduce-dtype",
+          "int8"),
+         "memplan: error: --fsdp-reduce-dtype int8: expected a floating dtype (float64, float32, "
+         "float16, bfloat16, float8_e4m3fn, float8_e5m2)\n"),
         (("plan", GRAPH, "--budget", "200MiB", "--global-batch", "60", "--parallel", "ddp",
           "--world-size", "8"),
          "memplan: error: --global-batch 60 does not divide over --world-size 8: each rank takes "
