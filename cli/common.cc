@@ -90,8 +90,10 @@ void AddStepFlags(CLI::App* cmd, StepFlags* flags) {
       ->check(CLI::IsMember({"true", "false"}))
       ->capture_default_str();
   cmd->add_option("--fsdp-depth", flags->fsdp_depth,
-                  "fsdp: scope components that name a sharded module (2: h.0.attn belongs to h.0)")
-      ->check(CLI::Range(1, 64))
+                  "fsdp: scope components that name a sharded module (2: h.0.attn belongs to "
+                  "h.0); 0 (default): the depth of the first numbered modules (h.0, "
+                  "model.layers.0)")
+      ->check(CLI::Range(0, 64))
       ->capture_default_str();
   cmd->add_option("--fsdp-modules", flags->fsdp_modules,
                   "fsdp: the modules (scope prefixes) to shard, instead of every module at "

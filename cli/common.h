@@ -53,7 +53,7 @@ struct StepFlags {
   bool ddp_bucket_view = false;
   double bucket_cap_mb = 25;
   std::string fsdp_reshard_after_forward = "true";
-  int fsdp_depth = 2;
+  int fsdp_depth = 0;  // 0: auto
   std::vector<std::string> fsdp_modules;
   std::string fsdp_param_dtype, fsdp_reduce_dtype;  // "" unset
   int64_t pp_stages = 0;                            // 0: not given

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "analyzer/optimizer_state.h"
 #include "analyzer/parallel/rank_step.h"
@@ -181,6 +182,26 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
         "f2.bw");
   // At the end: x, the shards, the sharded gradients (1.5U), loss.
   CHECK(r.end_bytes == U + 3 * U / 2 + 3 * U / 2 + 4);
+}
+
+TEST_CASE("parallel: fsdp's default units are the first numbered modules") {
+  // Scopes as a wrapped model has them: net.h.0.fc, net.h.1.fc, net.head.
+  // Depths 1 and 2 name "net" and "net.h"; depth 3 the blocks net.h.0, net.h.1.
+  std::string text = kThree;
+  for (auto [from, to] : {std::pair{"\"scope\": \"l0\"", "\"scope\": \"net.h.0.fc\""},
+                          std::pair{"\"scope\": \"l1\"", "\"scope\": \"net.h.1.fc\""},
+                          std::pair{"\"scope\": \"l2\"", "\"scope\": \"net.head\""}})
+    text.replace(text.find(from), std::string(from).size(), to);
+  Graph g = testing::MustLower(text);
+  RankStats stats;
+  std::string err;
+  REQUIRE(MakeRankStep({.strategy = Strategy::kFsdp, .world_size = 2}, &g, &stats, &err));
+  CHECK(stats.units == std::vector<std::string>{"net.h.0", "net.h.1", "net.head"});
+  // No numbered module: the shallowest depth whose modules each hold at most
+  // half of the parameter bytes (l0, l1, l2 at depth 1: a third each).
+  Graph three = testing::MustLower(kThree);
+  REQUIRE(MakeRankStep({.strategy = Strategy::kFsdp, .world_size = 2}, &three, &stats, &err));
+  CHECK(stats.units == std::vector<std::string>{"l0", "l1", "l2"});
 }
 
 TEST_CASE("parallel: fsdp with a bfloat16 param_dtype halves what the step makes") {

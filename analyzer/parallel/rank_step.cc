@@ -224,6 +224,62 @@ std::string UnitOf(const std::string& scope, const ParallelOptions& options) {
   return best;
 }
 
+// Each parameter's unit: the module of all its forward readers, else the
+// root ("").
+std::vector<std::string> ParameterUnits(const Graph& g, const ParallelOptions& options) {
+  std::vector<std::string> unit_of(g.tensors.size());
+  std::vector<int> state(g.tensors.size(), 0);  // 0 unread, 1 one unit, 2 root
+  for (const Op& op : g.ops) {
+    if (op.phase != Phase::kForward) continue;
+    const std::string unit = UnitOf(op.scope, options);
+    for (int p : op.inputs) {
+      if (g.tensors[p].kind != TensorKind::kParameter) continue;
+      if (state[p] == 0) {
+        unit_of[p] = unit;
+        state[p] = unit.empty() ? 2 : 1;
+      } else if (state[p] == 1 && unit_of[p] != unit) {
+        unit_of[p] = "";
+        state[p] = 2;
+      }
+    }
+  }
+  return unit_of;
+}
+
+// The units FSDP users wrap are the repeated blocks of a model: the
+// shallowest depth at which a module holding parameters is a numbered child
+// ("h.0" in a GPT, "lm.model.layers.0" in a wrapped Hugging Face Llama,
+// "layer4.0" in a ResNet); without one, the shallowest depth at which no
+// module holds more than half of the parameter bytes; else 2.
+int AutoShardDepth(const Graph& g) {
+  int64_t total = 0;
+  for (const Tensor& t : g.tensors)
+    if (t.kind == TensorKind::kParameter) total += t.bytes;
+  auto numbered = [](const std::string& unit) {
+    const size_t dot = unit.rfind('.');
+    const std::string last = dot == std::string::npos ? unit : unit.substr(dot + 1);
+    return !last.empty() &&
+           std::all_of(last.begin(), last.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  int half = -1;
+  for (int depth = 1; depth <= kMaxAutoShardDepth; ++depth) {
+    ParallelOptions o;
+    o.shard_depth = depth;
+    const std::vector<std::string> unit_of = ParameterUnits(g, o);
+    std::map<std::string, int64_t> bytes;
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      if (g.tensors[t].kind == TensorKind::kParameter && !unit_of[t].empty())
+        bytes[unit_of[t]] += g.tensors[t].bytes;
+    int64_t largest = 0;
+    for (const auto& [unit, b] : bytes) {
+      if (numbered(unit)) return depth;
+      largest = std::max(largest, b);
+    }
+    if (half < 0 && 2 * largest <= total) half = depth;
+  }
+  return half > 0 ? half : 2;
+}
+
 bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
   const int64_t world = options.world_size;
   for (const std::string& m : options.shard_modules) {
@@ -234,10 +290,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       return false;
     }
   }
-  // Each parameter's unit: the module of all its forward readers, else the root.
   const size_t n_tensors = g->tensors.size();
-  std::vector<std::string> unit_of(n_tensors);
-  std::vector<int> state(n_tensors, 0);  // 0 unread, 1 one unit, 2 root
   bool any_parameter = false;
   for (size_t t = 0; t < n_tensors; ++t)
     any_parameter |= g->tensors[t].kind == TensorKind::kParameter;
@@ -252,20 +305,10 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       if (!IsResident(t.kind) && IsFloating(t.dtype)) t.dtype = *options.param_dtype;
   stats->param_dtype = options.param_dtype ? DTypeName(*options.param_dtype) : "";
   stats->reduce_dtype = options.reduce_dtype ? DTypeName(*options.reduce_dtype) : "";
-  for (const Op& op : g->ops) {
-    if (op.phase != Phase::kForward) continue;
-    const std::string unit = UnitOf(op.scope, options);
-    for (int p : op.inputs) {
-      if (g->tensors[p].kind != TensorKind::kParameter) continue;
-      if (state[p] == 0) {
-        unit_of[p] = unit;
-        state[p] = unit.empty() ? 2 : 1;
-      } else if (state[p] == 1 && unit_of[p] != unit) {
-        unit_of[p] = "";
-        state[p] = 2;
-      }
-    }
-  }
+  ParallelOptions chosen = options;
+  if (options.shard_modules.empty() && options.shard_depth == kAutoShardDepth)
+    chosen.shard_depth = AutoShardDepth(*g);
+  const std::vector<std::string> unit_of = ParameterUnits(*g, chosen);
   std::vector<Unit> units;
   std::map<std::string, int> unit_index;
   for (size_t p = 0; p < n_tensors; ++p) {

@@ -21,7 +21,8 @@
 //          rank keeps the optimizer state (and runs the update) of its own
 //          parameters only: parameters sorted by size, largest first, each
 //          to the rank with the fewest elements so far (ties: lowest rank).
-//   fsdp   FSDP2 fully_shard on every module at shard_depth scope components,
+//   fsdp   FSDP2 fully_shard on every module at shard_depth scope components
+//          (by default the depth of the repeated, numbered blocks: "h.0"),
 //          then on the root (parameters no such module owns alone): each
 //          parameter is sharded on dim 0 (ceil(dim0 / world) rows, padded).
 //          Before a unit's first forward op one op all-gathers its shards
@@ -72,6 +73,9 @@ bool ParseStrategy(std::string_view name, Strategy* out);
 constexpr int64_t kDdpFirstBucketBytes = int64_t{1} << 20;  // dist._DEFAULT_FIRST_BUCKET_BYTES
 constexpr int64_t kDdpBucketCapBytes = int64_t{25} << 20;   // bucket_cap_mb=25
 
+constexpr int kAutoShardDepth = 0;
+constexpr int kMaxAutoShardDepth = 8;
+
 struct ParallelOptions {
   Strategy strategy = Strategy::kNone;
   int64_t world_size = 1;
@@ -79,7 +83,11 @@ struct ParallelOptions {
   bool gradient_as_bucket_view = false;  // ddp, zero1
   int64_t bucket_cap_bytes = kDdpBucketCapBytes;  // ddp, zero1
   bool reshard_after_forward = true;              // fsdp
-  int shard_depth = 2;                            // fsdp: "h.0.attn" -> unit "h.0"
+  // fsdp: scope components naming a unit (2: "h.0.attn" -> "h.0");
+  // kAutoShardDepth: the shallowest depth with a numbered module ("h.0",
+  // "model.layers.0": the repeated blocks users wrap), else the shallowest at
+  // which no module holds more than half of the parameter bytes, else 2.
+  int shard_depth = kAutoShardDepth;
   // fsdp: the modules (scope prefixes) to shard; empty: every module at
   // shard_depth.
   std::vector<std::string> shard_modules;
