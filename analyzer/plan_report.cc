@@ -148,6 +148,7 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   const SimResult& sim = result.best.sim;
   const char* unit = CostUnit(options.cost);
   std::string out = fmt::format("memplan plan {}\n", jg.file);
+  out += ParallelLine(jg);
   const bool of_reserved = budgeted && budgeted->budget_of != BudgetOf::kAllocated;
   const bool of_device = budgeted && budgeted->budget_of == BudgetOf::kDevice;
   out += fmt::format("  budget    {} ({} bytes{}): {}\n", FormatBytes(plan.budget_bytes),

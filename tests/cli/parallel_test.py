@@ -88,8 +88,12 @@ def test_plan_check_report(r):
             doc = json.load(f)
         r.check("plan --global-batch 64 over 8 ranks: a rank's share of 8",
                 doc["global_batch"] == 8 and doc["baseline"]["micro_batch"] <= 8, doc["global_batch"])
-    rc, out, err = r.run("verify", GRAPH, plan, "-q", *flags)
+    rc, out, err = r.run("verify", GRAPH, plan, *flags)
     r.check("verify --parallel fsdp: the rank's plan replays", rc == 0, describe(rc, out, err))
+    rank_line = "  rank      0 of 8 under fsdp: parameters 1.78 MiB, optimizer state 3.57 MiB, "
+    r.check("verify: the rank line", rank_line in out, out)
+    rc, out, err = r.run("plan", GRAPH, "--budget", "110MiB", *flags)
+    r.check("plan: the rank line", rank_line in out, out)
     rc, out, err = r.run("verify", GRAPH, plan, "-q")
     r.check("verify without --parallel: exit 2 naming a rank-only tensor",
             rc == 2 and 'unknown tensor "wte.weight.unsharded"' in err, describe(rc, out, err))
