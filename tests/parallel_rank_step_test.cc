@@ -147,9 +147,11 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
                                              "fsdp.l0.all_gather_copy_out",
                                              "f0",
                                              "fsdp.l1.all_gather",
+                                             "fsdp.l1.free_previous_all_gather",
                                              "fsdp.l1.all_gather_copy_out",
                                              "f1",
                                              "fsdp.l2.all_gather",
+                                             "fsdp.l2.free_previous_all_gather",
                                              "fsdp.l2.all_gather_copy_out",
                                              "f2",
                                              "fsdp.root.post_forward",
@@ -333,8 +335,12 @@ TEST_CASE("parallel: fsdp shards by dim 0, padded, and shards the optimizer stat
   CHECK(gather.workspace_bytes == 0);
   CHECK(g.tensors[gather.outputs[0]].id == "fsdp.l1.all_gather_output");
   CHECK(g.tensors[gather.outputs[0]].bytes == 86 * 3 * 4);
-  const Op& next = g.ops[g.FindOp("fsdp.l2.all_gather")];
-  CHECK(std::find(next.inputs.begin(), next.inputs.end(), gather.outputs[0]) != next.inputs.end());
+  // Freed after the next unit's collective, by an op of no module (a module
+  // wrapped in checkpoint() must not save it).
+  const Op& free = g.ops[g.FindOp("fsdp.l2.free_previous_all_gather")];
+  CHECK(free.inputs == std::vector<int>{gather.outputs[0]});
+  CHECK(free.scope.empty());
+  CHECK(g.FindOp("fsdp.l2.free_previous_all_gather") == g.FindOp("fsdp.l2.all_gather") + 1);
   CHECK(g.ops[g.FindOp("fsdp.root.post_forward")].inputs ==
         std::vector<int>{g.FindTensor("fsdp.l2.all_gather_output")});
   const Op& step = g.ops[g.FindOp("w1.adam_step")];

@@ -474,9 +474,21 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     copy_out.workspace_bytes = 0;
     copy_out.inputs = {flat_index};
     fg.op.outputs = {flat_index};
-    if (flat_prev >= 0) fg.op.inputs.push_back(flat_prev);
-    flat_prev = flat_index;
     before[fg.at].push_back(std::move(fg.op));
+    // Freed by an op of no module: a module wrapped in checkpoint() must not
+    // hold the previous unit's buffer as a saved input.
+    if (flat_prev >= 0) {
+      Op free;
+      free.id = fmt::format("fsdp.{}.free_previous_all_gather", fg.unit < 0 ? ""
+                                                                : units[fg.unit].name.empty()
+                                                                    ? "root"
+                                                                    : units[fg.unit].name);
+      free.type = "fsdp_free_all_gather_output";
+      free.phase = Phase::kForward;
+      free.inputs = {flat_prev};
+      before[fg.at].push_back(std::move(free));
+    }
+    flat_prev = flat_index;
     before[fg.at].push_back(std::move(copy_out));
   }
   if (flat_prev >= 0) {
