@@ -6,31 +6,14 @@
 #include "analyzer/optimizer_state.h"
 #include "analyzer/parallel/rank_step.h"
 #include "analyzer/simulator.h"
+#include "parallel_three.h"
 #include "test_util.h"
 
 namespace memplan::parallel {
 namespace {
 
-constexpr int64_t U = 1024;  // one [256] float32 tensor
-
-// Three modules, one parameter each: a = x * w0 (l0), y = a * w1 (l1),
-// z = y * w2 (l2), loss = mean(z). The backward: l.bw, f2.bw (reads y and
-// w2), f1.bw (reads a and w1), f0.bw (reads x only: x needs no gradient).
-const char* kThree = R"({"format": "memplan.graph/1", "name": "three", "tensors": [
-    {"id": "x", "shape": [256], "dtype": "float32", "kind": "input"},
-    {"id": "w0", "shape": [256], "dtype": "float32", "kind": "parameter"},
-    {"id": "w1", "shape": [256], "dtype": "float32", "kind": "parameter"},
-    {"id": "w2", "shape": [256], "dtype": "float32", "kind": "parameter"},
-    {"id": "a", "shape": [256], "dtype": "float32"},
-    {"id": "y", "shape": [256], "dtype": "float32"},
-    {"id": "z", "shape": [256], "dtype": "float32"},
-    {"id": "loss", "shape": [], "dtype": "float32"}],
-  "ops": [
-    {"id": "f0", "type": "mul", "inputs": ["x", "w0"], "outputs": ["a"], "scope": "l0"},
-    {"id": "f1", "type": "mul", "inputs": ["a", "w1"], "outputs": ["y"], "scope": "l1"},
-    {"id": "f2", "type": "mul", "inputs": ["y", "w2"], "outputs": ["z"], "scope": "l2"},
-    {"id": "l", "type": "mean", "inputs": ["z"], "outputs": ["loss"], "scope": "loss"}],
-  "outputs": ["loss"]})";
+using testing_three::kThree;
+using testing_three::U;
 
 Graph Step(OptimizerKind optimizer = OptimizerKind::kNone) {
   Graph g = testing::MustLower(kThree);

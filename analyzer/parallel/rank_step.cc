@@ -82,6 +82,16 @@ void RemoveTensors(Graph* g, const std::vector<bool>& drop) {
 
 int64_t Bytes(const Graph& g, int t) { return g.tensors[t].bytes; }
 
+// A flat buffer of a collective, in bytes.
+int AddFlat(Graph* g, const std::string& id, int64_t bytes, std::string* err) {
+  Tensor flat;
+  flat.id = id;
+  flat.shape = {Dim{bytes, ""}};
+  flat.dtype = DType::kUInt8;
+  flat.kind = TensorKind::kTemporary;
+  return AddTensor(g, std::move(flat), err);
+}
+
 // DDP's buckets: parameters with a gradient in reverse order, grouped by
 // dtype, each bucket closed once it reaches its cap (the first 1 MiB).
 bool AddBuckets(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
@@ -461,12 +471,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
                    [](const ForwardGather& a, const ForwardGather& b) { return a.at < b.at; });
   int flat_prev = -1;
   for (ForwardGather& fg : forward_gathers) {
-    Tensor flat;
-    flat.id = fg.op.id + "_output";
-    flat.shape = {Dim{fg.flat_bytes, ""}};
-    flat.dtype = DType::kUInt8;
-    flat.kind = TensorKind::kTemporary;
-    const int flat_index = AddTensor(g, std::move(flat), err);
+    const int flat_index = AddFlat(g, fg.op.id + "_output", fg.flat_bytes, err);
     if (flat_index < 0) return false;
     Op copy_out = fg.op;
     copy_out.id += "_copy_out";
@@ -479,10 +484,8 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     // hold the previous unit's buffer as a saved input.
     if (flat_prev >= 0) {
       Op free;
-      free.id = fmt::format("fsdp.{}.free_previous_all_gather", fg.unit < 0 ? ""
-                                                                : units[fg.unit].name.empty()
-                                                                    ? "root"
-                                                                    : units[fg.unit].name);
+      const std::string& unit = units[fg.unit].name;
+      free.id = fmt::format("fsdp.{}.free_previous_all_gather", unit.empty() ? "root" : unit);
       free.type = "fsdp_free_all_gather_output";
       free.phase = Phase::kForward;
       free.inputs = {flat_prev};
@@ -520,12 +523,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
                    [](const ForwardGather& a, const ForwardGather& b) { return a.at < b.at; });
   int input_prev = -1;
   for (ForwardGather& rs : reduces) {
-    Tensor flat;
-    flat.id = rs.op.id + "_input";
-    flat.shape = {Dim{rs.flat_bytes, ""}};
-    flat.dtype = DType::kUInt8;
-    flat.kind = TensorKind::kTemporary;
-    const int flat_index = AddTensor(g, std::move(flat), err);
+    const int flat_index = AddFlat(g, rs.op.id + "_input", rs.flat_bytes, err);
     if (flat_index < 0) return false;
     if (input_prev >= 0) {
       Op wait;
