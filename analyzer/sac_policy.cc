@@ -17,6 +17,11 @@ std::string ScopePrefix(const std::string& scope, int depth) {
   return scope.substr(0, pos);
 }
 
+bool InScope(const std::string& scope, const std::string& module) {
+  return scope.size() >= module.size() && scope.compare(0, module.size(), module) == 0 &&
+         (scope.size() == module.size() || scope[module.size()] == '.');
+}
+
 bool IsViewOpType(std::string_view type) {
   // "aten.view.default" -> "view"; other names as they are.
   std::string_view name = type;

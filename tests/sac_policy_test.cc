@@ -65,6 +65,12 @@ TEST_CASE("sac_policy: scope prefixes and module regions") {
   CHECK(ScopePrefix("h.0.attn.c_attn", 1) == "h");
   CHECK(ScopePrefix("h", 2) == "h");
   CHECK(ScopePrefix("", 2) == "");
+  CHECK(InScope("h.0.attn", "h.0"));
+  CHECK(InScope("h.0", "h.0"));
+  CHECK_FALSE(InScope("h.01", "h.0"));
+  CHECK_FALSE(InScope("h", "h.0"));
+  CHECK(InScope("loss", "loss"));
+  CHECK_FALSE(InScope("lossy", "loss"));
   Graph g = testing::MustParse(kJoint);
   ModuleRegions regions = FindModuleRegions(g, 1);
   CHECK(regions.module_of_op[g.FindOp("act")] == "m");

@@ -31,12 +31,6 @@ namespace {
 constexpr int kMaxSplitDepth = 4;
 constexpr size_t kMaxSplitCandidates = 2048;
 
-bool InModule(const std::string& scope, const std::string& module) {
-  return scope == module ||
-         (scope.size() > module.size() && scope.compare(0, module.size(), module) == 0 &&
-          scope[module.size()] == '.');
-}
-
 std::vector<int> ForwardOps(const Graph& g) {
   std::vector<int> fwd;
   for (size_t o = 0; o < g.ops.size(); ++o)
@@ -257,8 +251,9 @@ std::vector<std::pair<bool, int>> Schedule(PipelineSchedule schedule, int64_t st
   return events;
 }
 
+// Stage s's step; *received_bytes: its receive buffers, all micro-batches.
 bool BuildStage(const Graph& g, const PipelineOptions& o, const Assignment& a, int s, Graph* out,
-                RankStats* stats, std::string* err) {
+                int64_t* received_bytes, std::string* err) {
   const int64_t micro = o.micro_batches;
   const int last = static_cast<int>(o.stages) - 1;
   const size_t nt = g.tensors.size();
@@ -278,10 +273,10 @@ bool BuildStage(const Graph& g, const PipelineOptions& o, const Assignment& a, i
     for (int t : op.inputs) used[t] = true;
     for (int t : op.outputs) used[t] = true;
     // The last stage's model output: what its "loss" ops read from others.
-    if (s == last && o.return_outputs && op.phase == Phase::kForward && InModule(op.scope, "loss"))
+    if (s == last && o.return_outputs && op.phase == Phase::kForward && InScope(op.scope, "loss"))
       for (int t : op.inputs) {
         const int p = g.tensors[t].producer;
-        if (p >= 0 && g.ops[p].phase == Phase::kForward && !InModule(g.ops[p].scope, "loss"))
+        if (p >= 0 && g.ops[p].phase == Phase::kForward && !InScope(g.ops[p].scope, "loss"))
           model_output[t] = true;
       }
   }
@@ -315,7 +310,7 @@ bool BuildStage(const Graph& g, const PipelineOptions& o, const Assignment& a, i
         copy.kind = TensorKind::kBuffer;
         copy.alias_of = copy.grad_of = -1;
         map[m][t] = add(std::move(copy));
-        stats->received_buffer_bytes += g.tensors[t].bytes;
+        *received_bytes += g.tensors[t].bytes;
         continue;
       }
       copy.id = Suffix(copy.id, m, micro);
@@ -351,13 +346,16 @@ bool BuildStage(const Graph& g, const PipelineOptions& o, const Assignment& a, i
     op.inputs = std::move(inputs);
     return op;
   };
+  // What the stage sends: activations forward, input gradients back.
+  std::vector<int> sent_activations, sent_gradients;
+  for (size_t t = 0; t < nt; ++t) {
+    if (!sent[t]) continue;
+    const bool forward_made = g.ops[g.tensors[t].producer].phase == Phase::kForward;
+    (forward_made ? sent_activations : sent_gradients).push_back(static_cast<int>(t));
+  }
   auto sent_of = [&](int m, bool activations) {
     std::vector<int> out;
-    for (size_t t = 0; t < nt; ++t) {
-      if (!sent[t]) continue;
-      const bool forward_made = g.ops[g.tensors[t].producer].phase == Phase::kForward;
-      if (forward_made == activations) out.push_back(map[m][t]);
-    }
+    for (int t : activations ? sent_activations : sent_gradients) out.push_back(map[m][t]);
     return out;
   };
   const bool gpipe = o.schedule == PipelineSchedule::kGPipe;
@@ -441,7 +439,7 @@ bool SplitStages(const Graph& g, const PipelineOptions& options, std::vector<int
       const std::string& module = options.split[k];
       int at = -1;
       for (size_t p = 0; p < fwd.size() && at < 0; ++p)
-        if (InModule(g.ops[fwd[p]].scope, module)) at = static_cast<int>(p);
+        if (InScope(g.ops[fwd[p]].scope, module)) at = static_cast<int>(p);
       if (at < 0) {
         *err = fmt::format("--pp-split: no forward op of the graph is scoped in module \"{}\"",
                            module);
@@ -514,12 +512,12 @@ bool MakePipelineStage(const PipelineOptions& options, Graph* g, RankStats* stat
   int stage = -1;
   int64_t stage_peak = -1;
   Graph chosen;
-  RankStats chosen_stats;
+  int64_t chosen_received = 0;
   for (int s = 0; s < options.stages; ++s) {
     if (options.stage >= 0 && s != options.stage) continue;
     Graph h;
-    RankStats st;
-    if (!BuildStage(*g, options, a, s, &h, &st, err)) return false;
+    int64_t received = 0;
+    if (!BuildStage(*g, options, a, s, &h, &received, err)) return false;
     if (options.stage < 0 && options.stages > 1) {
       // The stage with the highest baseline peak (ties: the first).
       SimOptions sim_options;
@@ -532,7 +530,7 @@ bool MakePipelineStage(const PipelineOptions& options, Graph* g, RankStats* stat
     }
     stage = s;
     chosen = std::move(h);
-    chosen_stats = st;
+    chosen_received = received;
   }
   stats->stage_starts.clear();
   for (int op : a.stage_start_op) {
@@ -544,7 +542,7 @@ bool MakePipelineStage(const PipelineOptions& options, Graph* g, RankStats* stat
   stats->world_size = options.stages;
   stats->micro_batches = options.micro_batches;
   stats->schedule = options.schedule;
-  stats->received_buffer_bytes = chosen_stats.received_buffer_bytes;
+  stats->received_buffer_bytes = chosen_received;
   stats->in_flight = options.schedule == PipelineSchedule::kGPipe
                          ? options.micro_batches
                          : std::min(options.micro_batches, options.stages - stage);

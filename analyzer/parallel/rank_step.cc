@@ -225,12 +225,8 @@ struct Unit {
 std::string UnitOf(const std::string& scope, const ParallelOptions& options) {
   if (options.shard_modules.empty()) return ScopePrefix(scope, options.shard_depth);
   std::string best;
-  for (const std::string& m : options.shard_modules) {
-    const bool prefix =
-        scope == m ||
-        (scope.size() > m.size() && scope.compare(0, m.size(), m) == 0 && scope[m.size()] == '.');
-    if (prefix && m.size() > best.size()) best = m;
-  }
+  for (const std::string& m : options.shard_modules)
+    if (InScope(scope, m) && m.size() > best.size()) best = m;
   return best;
 }
 
@@ -294,7 +290,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   const int64_t world = options.world_size;
   for (const std::string& m : options.shard_modules) {
     bool found = false;
-    for (const Op& op : g->ops) found = found || UnitOf(op.scope, {.shard_modules = {m}}) == m;
+    for (const Op& op : g->ops) found = found || InScope(op.scope, m);
     if (!found) {
       *err = fmt::format("--fsdp-modules: no op of the graph is scoped in module \"{}\"", m);
       return false;
@@ -355,13 +351,14 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   for (size_t k = 0; k < by_backward.size(); ++k)
     gather_bw_at[by_backward[k]] = units[by_backward[k == 0 ? 0 : k - 1]].first_backward;
 
-  struct ForwardGather {
-    int at;
+  // A unit's forward all-gather or reduce-scatter, placed once all are known.
+  struct Collective {
+    int at;  // the op index it goes before (gathers) or after (reduces)
     int unit;
     Op op;
     int64_t flat_bytes = 0;  // the flat buffer the collective fills or reads
   };
-  std::vector<ForwardGather> forward_gathers, reduces;
+  std::vector<Collective> forward_gathers, reduces;
   std::vector<int> resharded_at(units.size(), -1);
   for (size_t u = 0; u < units.size(); ++u) {
     Unit& unit = units[u];
@@ -467,10 +464,10 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   // buffer at the next unit's forward all-gather (it defers the free for
   // overlap), the last one when the root's forward returns: before the first
   // "loss" op, else after the last forward op.
-  std::stable_sort(forward_gathers.begin(), forward_gathers.end(),
-                   [](const ForwardGather& a, const ForwardGather& b) { return a.at < b.at; });
+  auto by_position = [](const Collective& a, const Collective& b) { return a.at < b.at; };
+  std::stable_sort(forward_gathers.begin(), forward_gathers.end(), by_position);
   int flat_prev = -1;
-  for (ForwardGather& fg : forward_gathers) {
+  for (Collective& fg : forward_gathers) {
     const int flat_index = AddFlat(g, fg.op.id + "_output", fg.flat_bytes, err);
     if (flat_index < 0) return false;
     Op copy_out = fg.op;
@@ -499,7 +496,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     for (size_t o = 0; o < g->ops.size(); ++o) {
       const Op& op = g->ops[o];
       if (op.phase != Phase::kForward) continue;
-      if (op.scope == "loss" || op.scope.rfind("loss.", 0) == 0) {
+      if (InScope(op.scope, "loss")) {
         end = static_cast<int>(o) - 1;
         break;
       }
@@ -519,10 +516,9 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   // is held (FSDP2's reduce_scatter_states, one buffer by default) until the
   // next unit's post-backward frees it before its own, the last one to the
   // end of the backward.
-  std::stable_sort(reduces.begin(), reduces.end(),
-                   [](const ForwardGather& a, const ForwardGather& b) { return a.at < b.at; });
+  std::stable_sort(reduces.begin(), reduces.end(), by_position);
   int input_prev = -1;
-  for (ForwardGather& rs : reduces) {
+  for (Collective& rs : reduces) {
     const int flat_index = AddFlat(g, rs.op.id + "_input", rs.flat_bytes, err);
     if (flat_index < 0) return false;
     if (input_prev >= 0) {
