@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -819,6 +820,12 @@ bool CheckJsonDepth(const std::string& text, int max_depth, std::string* err) {
 }
 
 bool ReadFile(const std::string& path, std::string* contents, std::string* err) {
+  // A directory opens as a stream on Linux and reports a huge size; refuse it by name.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    *err = fmt::format("cannot read {}: {}", path, std::strerror(EISDIR));
+    return false;
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) {
     *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));

@@ -900,6 +900,12 @@ TEST_CASE("graph_json: LoadGraphFile names a missing file") {
   CHECK(err == "cannot read /nonexistent/dir/g.json: No such file or directory");
 }
 
+TEST_CASE("graph_json: ReadFile refuses a directory instead of allocating its size") {
+  std::string text, err;
+  CHECK_FALSE(ReadFile("/tmp", &text, &err));
+  CHECK(err == "cannot read /tmp: Is a directory");
+}
+
 TEST_CASE("graph_json: the example graphs load") {
   for (const char* name : {"mlp.graph.json", "gpt_tiny.graph.json", "densenet_toy.graph.json",
                            "cnn_small.joint.graph.json", "mlp_torch.joint.graph.json"}) {

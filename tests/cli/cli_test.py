@@ -357,6 +357,13 @@ def test_exit_codes(r):
     r.check("unknown subcommand: message names it and the subcommands",
             "frobnicate" in err and all(c in err for c in ("analyze", "lower", "plan", "verify")),
             err)
+    for args in (["analyze", "examples"], ["plan", "examples", "--budget", "1MB"],
+                 ["lower", "examples", "-o", r.path("d.json")],
+                 ["snapshot", "examples", "-o", r.path("d.pickle")],
+                 ["verify", "examples/mlp.graph.json", "examples"]):
+        rc, out, err = r.run(*args)
+        r.check("a directory for a file (%s): exit 2, 'Is a directory'" % args[0],
+                rc == 2 and "cannot read examples: Is a directory" in err, describe(rc, out, err))
     rc, out, err = r.run("analyze", "examples/mlp.graph.json", "--json",
                          "/nonexistent-dir/r.json")
     r.check("unwritable --json: exit 2 naming the path",
