@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import pickle
+import pickletools
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,29 @@ def reserved_curve(d):
     return peak, cur
 
 
+# The opcodes the pickle reader inside PyTorch's memory_viz page (MemoryViz.js, `unpickle`)
+# decodes: what a file dropped on pytorch.org/memory_viz may hold. Read from its source;
+# anything else throws "UNKNOWN OPCODE" in the browser. bench/memory_viz_screenshot.py
+# renders our pickles in that viewer.
+VIEWER_OPCODES = {"PROTO", "APPEND", "APPENDS", "LIST", "TUPLE", "NEWFALSE", "NEWTRUE", "NONE",
+                  "BINGET", "BININT", "BININT1", "BININT2", "EMPTY_DICT", "EMPTY_LIST", "FRAME",
+                  "LONG1", "LONG_BINGET", "MARK", "MEMOIZE", "BINPUT", "LONG_BINPUT", "SETITEMS",
+                  "SETITEM", "DICT", "SHORT_BINUNICODE", "BINUNICODE", "STOP", "EMPTY_TUPLE",
+                  "TUPLE1", "TUPLE2", "TUPLE3", "BINFLOAT"}
+
+
+def check_viewer_reads(r, label, raw):
+    """Only opcodes the browser viewer decodes; integers as numbers (a LONG1 over 8 bytes
+    becomes a JavaScript BigInt, which its arithmetic rejects); protocol 2 to 4."""
+    ops = [(op.name, arg) for op, arg, _ in pickletools.genops(raw)]
+    names = {name for name, _ in ops}
+    r.check("%s: only opcodes memory_viz's page decodes" % label, names <= VIEWER_OPCODES,
+            names - VIEWER_OPCODES)
+    r.check("%s: protocol 2-4" % label, ops[0][0] == "PROTO" and 2 <= ops[0][1] <= 4, ops[0])
+    big = [arg for name, arg in ops if name == "LONG1" and not -2**63 <= arg < 2**63]
+    r.check("%s: every integer fits 8 bytes" % label, not big, big[:3])
+
+
 def snapshot_of(r, label, *args):
     out = r.path(label.replace(" ", "_") + ".pickle")
     rc, so, se = r.run("snapshot", GRAPH, "-o", out, *args)
@@ -55,6 +79,7 @@ def test_snapshot_is_what_memory_viz_reads(r):
     if raw is None:
         return
     r.check("pickle protocol 2 (<= 4, so Python 3.4+ reads it)", raw[:2] == b"\x80\x02", raw[:4])
+    check_viewer_reads(r, "snapshot", raw)
     d = pickle.loads(raw)
     r.check("keys of torch.cuda.memory._snapshot()",
             {"segments", "device_traces"} <= set(d), sorted(d))
@@ -114,6 +139,7 @@ def test_snapshot_is_what_memory_viz_reads(r):
     # Expandable segments: pages are mapped, not cudaMalloc'd.
     _, raw = snapshot_of(r, "expandable", "--alloc-conf", "expandable_segments:True")
     if raw is not None:
+        check_viewer_reads(r, "expandable", raw)
         e = pickle.loads(raw)
         actions = {x["action"] for x in e["device_traces"][0]}
         r.check("expandable: segment_map, no segment_alloc",
@@ -296,6 +322,7 @@ def test_plan(r):
     _, planned = snapshot_of(r, "with plan", "--plan", plan)
     if base is None or planned is None:
         return
+    check_viewer_reads(r, "with plan", planned)
     b, p = reserved_curve(pickle.loads(base))[0], reserved_curve(pickle.loads(planned))[0]
     r.check("plan's snapshot reserves at most the 130 MiB budget, less than the baseline",
             p <= 130 << 20 and p < b, (p, b))
