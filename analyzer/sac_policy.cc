@@ -22,6 +22,10 @@ bool InScope(const std::string& scope, const std::string& module) {
          (scope.size() == module.size() || scope[module.size()] == '.');
 }
 
+bool IsReleaseOpType(std::string_view type) {
+  return type == kFsdpFreeAllGatherOutput || type == kFsdpPostForward;
+}
+
 bool IsViewOpType(std::string_view type) {
   // "aten.view.default" -> "view"; other names as they are.
   std::string_view name = type;
@@ -71,7 +75,7 @@ ModuleRegions FindModuleRegions(const Graph& g, int depth) {
     if (ancestors.count(m) || mutating.count(m)) m.clear();
   r.escapes.assign(g.tensors.size(), false);
   for (size_t o = 0; o < g.ops.size(); ++o) {
-    if (g.ops[o].phase != Phase::kForward) continue;
+    if (g.ops[o].phase != Phase::kForward || IsReleaseOpType(g.ops[o].type)) continue;
     for (int t : g.ops[o].inputs) {
       int base = g.tensors[t].base;
       for (int u : {t, base}) {

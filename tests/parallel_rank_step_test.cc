@@ -4,7 +4,10 @@
 #include <utility>
 
 #include "analyzer/optimizer_state.h"
+#include "analyzer/analysis.h"
+#include "analyzer/planner.h"
 #include "analyzer/parallel/rank_step.h"
+#include "analyzer/sac_policy.h"
 #include "analyzer/simulator.h"
 #include "parallel_three.h"
 #include "test_util.h"
@@ -167,6 +170,61 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
         "f2.bw");
   // At the end: x, the shards, the sharded gradients (1.5U), loss.
   CHECK(r.end_bytes == U + 3 * U / 2 + 3 * U / 2 + 4);
+}
+
+TEST_CASE("parallel: fsdp's buffer frees leave a checkpointed module's buffers in it") {
+  // The next unit's all-gather frees l0's flat buffer (an op of no module).
+  // That free is no reader that makes the buffer l0's output: checkpoint(l0)
+  // would otherwise keep every layer's flat buffer to the backward.
+  RankStats stats;
+  Graph g = Rank({.strategy = Strategy::kFsdp, .world_size = 2, .shard_depth = 1}, &stats);
+  const ModuleRegions regions = FindModuleRegions(g, 1);
+  for (const std::string unit : {"l0", "l1", "l2"}) {
+    CAPTURE(unit);
+    const int flat = g.FindTensor("fsdp." + unit + ".all_gather_output");
+    REQUIRE(flat >= 0);
+    CHECK(regions.module_of_op[g.tensors[flat].producer] == unit);
+    CHECK_FALSE(regions.escapes[flat]);
+  }
+  // A reader in another module still makes a tensor escape: l1 reads a.
+  CHECK(regions.escapes[g.FindTensor("a")]);
+}
+
+TEST_CASE("parallel: fsdp with every layer checkpointed holds one layer's gather at a time") {
+  // gpt_tiny under FSDP (units h.0, h.1, root), each layer in checkpoint():
+  // a forward flat buffer lives from its all-gather to the next unit's
+  // (two overlap there), and a recomputation's re-gather to its copy-out.
+  JointGraph jg;
+  std::string err;
+  REQUIRE(
+      LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg, &err));
+  RankStats stats;
+  ParallelOptions fsdp{.strategy = Strategy::kFsdp, .world_size = 2};
+  fsdp.shard_modules = {"h.0", "h.1"};
+  REQUIRE(MakeRankStep(fsdp, &jg.graph, &stats, &err));
+  CHECK(stats.units == std::vector<std::string>{"", "h.0", "h.1"});
+  const Graph& g = jg.graph;
+  PlannerOptions module;
+  module.granularity = Granularity::kModule;
+  PlanResult plan;
+  REQUIRE(PlanCheckpoints(g, 1, module, &plan, &err));
+  CHECK(plan.modules == std::vector<std::string>{"h.0", "h.1", "ln_f"});
+  const SimResult& sim = plan.best.sim;
+  std::vector<std::pair<int, int>> flats;  // (alloc, free) step
+  for (const BufferInterval& b : sim.intervals) {
+    const std::string& id = g.tensors[b.owner].id;
+    if (id.size() > 18 && id.substr(id.size() - 18) == ".all_gather_output")
+      flats.emplace_back(b.alloc_step, b.free_step);
+  }
+  // root, h.0, h.1 in the forward; h.1 and h.0 again for their recomputation
+  // (ln_f's recomputation reads the root's copy, which is not resharded).
+  CHECK(flats.size() == 5);
+  const int steps = static_cast<int>(plan.best.checkpoint.program.steps.size());
+  for (int s = 0; s < steps; ++s) {
+    int alive = 0;
+    for (auto [alloc, free] : flats) alive += alloc <= s && (free < 0 || s < free);
+    CHECK(alive <= 2);
+  }
 }
 
 TEST_CASE("parallel: fsdp's default units are the first numbered modules") {

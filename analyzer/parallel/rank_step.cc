@@ -483,7 +483,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       Op free;
       const std::string& unit = units[fg.unit].name;
       free.id = fmt::format("fsdp.{}.free_previous_all_gather", unit.empty() ? "root" : unit);
-      free.type = "fsdp_free_all_gather_output";
+      free.type = kFsdpFreeAllGatherOutput;
       free.phase = Phase::kForward;
       free.inputs = {flat_prev};
       before[fg.at].push_back(std::move(free));
@@ -504,7 +504,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     }
     Op post;
     post.id = "fsdp.root.post_forward";
-    post.type = "fsdp_post_forward";
+    post.type = kFsdpPostForward;
     post.phase = Phase::kForward;
     post.inputs = {flat_prev};
     if (end < 0)
