@@ -174,6 +174,7 @@ class Search {
       if (!HandWritten()) return false;
       if (!ChainSeed()) return false;
       if (!ModuleSeed()) return false;
+      if (!EveryModuleSeed()) return false;
       if (!Greedy(std::move(baseline))) return false;
     }
     // Below the floor nothing fits: no need to search for a cheap set. The
@@ -382,7 +383,16 @@ class Search {
       }
       if (!Score(&current)) return false;
     }
-    if (current.sim.peak_bytes > budget_) return true;  // infeasible for greedy
+    if (current.sim.peak_bytes > budget_) {
+      if (!result_->feasible) return true;  // infeasible for greedy and the seeds
+      // Stuck above the budget where a seed fits: keep again from that seed.
+      kept_ = GroupsKept(result_->best.keep);
+      each_use_ = GroupsEachUse(result_->best.each_use);
+      current = result_->best;
+      dropped.clear();
+      for (size_t grp = 0; grp < groups_.size(); ++grp)
+        if (!kept_[grp]) dropped.push_back(static_cast<int>(grp));
+    }
     // Hold again, where it still fits, what is recomputed at each use.
     for (size_t grp = 0; grp < groups_.size(); ++grp) {
       if (kept_[grp] || !each_use_[grp]) continue;
@@ -580,6 +590,20 @@ class Search {
     std::vector<bool> saved = kept_;
     for (int t : candidates_)
       if (group_of_[t] >= 0 && !by_module.best.keep[t]) kept_[group_of_[t]] = false;
+    ScoredPlan plan;
+    if (!Score(&plan, /*detailed=*/false)) return false;
+    kept_ = saved;
+    return true;
+  }
+
+  // Module and sac granularity: every module in checkpoint(). Dropping the
+  // groups alive at the peak one at a time can stall above a budget that
+  // this fits (a wrap's recomputation may raise the peak where it runs).
+  bool EveryModuleSeed() {
+    if (options_.granularity == Granularity::kOp || groups_.empty()) return true;
+    std::vector<bool> saved = kept_;
+    std::fill(kept_.begin(), kept_.end(), false);
+    std::fill(each_use_.begin(), each_use_.end(), false);
     ScoredPlan plan;
     if (!Score(&plan, /*detailed=*/false)) return false;
     kept_ = saved;

@@ -19,8 +19,9 @@
 // return keeps the peak within the budget (on large graphs in batches that double while they fit;
 // after one does not, a binary search finds how much of it fits). The drop rounds stop when the
 // peak fits, or when nothing alive at the peak can be dropped or kept (infeasible: the lowest peak
-// met is reported), or, when a seed fits (the hand-written and chain sets are scored first), after
-// about greedy_drop_op_replays op runs: the keep-again then starts from the
+// met is reported), or, when a seed fits (the hand-written and chain sets are scored first; at
+// module and sac granularity, every module wrapped), after about greedy_drop_op_replays op runs,
+// or when the drops stall above the budget: the keep-again then starts from the
 // cheapest seed that fits. O(rounds x (ops + tensors)). Not optimal: it never
 // trades one expensive drop for two cheap ones, a recomputation's own
 // transient memory is only seen after the drop, and on budgets only a
