@@ -538,9 +538,10 @@ def write_readme(doc, path):
       "`estimate_zero3_model_states_mem_needs` per GPU (no offload); accelerate: "
       "`estimate-memory`'s fp32 *Training using Adam* (one device, not sharded). GB = 10^9 B.")
     w("")
-    w("| model | ranks | peak, no plan | lowest, layers checkpointed | micro-batch: no plan / op plan / layers | "
-      "memplan model states | DeepSpeed ZeRO-3 | accelerate |")
-    w("|---|---:|---:|---:|---|---:|---:|---:|")
+    w("| model | ranks | peak, no plan | reserved, no plan | lowest, layers checkpointed | "
+      "micro-batch: no plan / op plan / layers | memplan model states | DeepSpeed ZeRO-3 | "
+      "accelerate |")
+    w("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     for key, mr in doc["models"].items():
         for r in mr.get("worlds", []):
             a = r["analyze_b1"]
@@ -551,6 +552,7 @@ def write_readme(doc, path):
             fl = r["floor_module_b1"]
             states = 2 * a["parameter_bytes"] + a["optimizer_state_bytes"] if a else None
             w(f"| {mr['label']} | {r['world_size']} | {gb(a['peak_bytes']) if a else 'n/a'} | "
+              f"{gb(a['reserved_peak_bytes']) if a else 'n/a'} | "
               f"{gb(fl['min_feasible_peak_bytes']) if fl else 'n/a'} | {mbs} | {gb(states)} | "
               f"{gb(r['peers']['deepspeed_zero3_gpu_bytes'])} | "
               f"{gb(mr['accelerate'].get('training_adam_bytes'))} |")
@@ -771,8 +773,11 @@ README_NOTES = [
     "micro-batches, and FSDP2 mixed precision (bf16 compute, fp32 shards and Adam). Not modelled "
     "yet: NCCL's "
     "internal buffers, the CUDA context, tensor/pipeline/sequence parallelism, and collective "
-    "time (the recompute overheads are from op costs alone). The figures are allocation-level; "
-    "the caching allocator's reserved peak (in the JSON) is a few GB higher. Reproduce with "
+    "time (the recompute overheads are from op costs alone). The peaks and the micro-batch "
+    "searches are allocation-level (`--budget-of allocated`); *reserved* is what PyTorch's "
+    "caching allocator would hold for the same step (memplan's allocator model, steady state). "
+    "A micro-batch that fits 80 GB of allocations may not fit 80 GB reserved: plan with "
+    "`--budget-of reserved` (or `--device h100`) for that. Reproduce with "
     "`bench/llama_scale.sh` (exports cached in /tmp/llama_scale).",
 ]
 
