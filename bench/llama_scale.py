@@ -329,6 +329,9 @@ def run_world(mp, key, graph, world, per_rank, skip_op_search, op_timeout):
                                   ["plan", graph] + b1 + ["--budget", "1"] + module + common)
     gb = ["--set", f"seq={SEQ}", "--budget", BUDGET, "--global-batch", str(world * per_rank)]
     calls["search_module"] = mp("search module", ["plan", graph] + gb + module + common)
+    calls["search_module_reserved"] = mp(
+        "search layers, reserved",
+        ["plan", graph] + gb + ["--budget-of", "reserved"] + module + common)
     if skip_op_search:
         calls["search_op"] = {"what": "search op", "skipped": skip_op_search}
     else:
@@ -339,6 +342,7 @@ def run_world(mp, key, graph, world, per_rank, skip_op_search, op_timeout):
            "plan_module_b1": summarize_plan(calls["plan_module_b1"]),
            "floor_module_b1": summarize_plan(calls["floor_module_b1"]),
            "search_module": summarize_search(calls["search_module"], per_rank),
+           "search_module_reserved": summarize_search(calls["search_module_reserved"], per_rank),
            "search_op": summarize_search(calls["search_op"], per_rank)}
     for c in calls.values():
         c.pop("report", None)
@@ -458,9 +462,9 @@ def write_md(doc, path):
           f"largest per rank that fits 80 GB, searched up to {doc['per_rank']} (`+`: the search's cap).")
         w("")
         w("| ranks | peak, no plan | plan (op) | plan (layers) | lowest (layers) | micro-batch, no plan | "
-          "micro-batch, plan (op) | micro-batch, plan (layers) | memplan model states | "
-          "DeepSpeed ZeRO-3 | accelerate (1 device) |")
-        w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "micro-batch, plan (op) | micro-batch, plan (layers) | micro-batch, plan (layers), "
+          "80 GB reserved | memplan model states | DeepSpeed ZeRO-3 | accelerate (1 device) |")
+        w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in mr["worlds"]:
             a = r["analyze_b1"]
             states = (a["parameter_bytes"] + a["optimizer_state_bytes"]) if a else None
@@ -472,18 +476,21 @@ def write_md(doc, path):
             w(f"| {r['world_size']} | {gb(a['peak_bytes']) if a else 'n/a'} | {plan_cell(r['plan_op_b1'])} | "
               f"{plan_cell(r['plan_module_b1'])} | {low} | {mb_cell(sm or so, 'baseline')} | "
               f"{op_mb_cell(r)} | {mb_cell(sm, 'checkpointed')} | "
+              f"{mb_cell(r.get('search_module_reserved'), 'checkpointed')} | "
               f"{gb(states)} | {gb(r['peers']['deepspeed_zero3_gpu_bytes'])} | "
               f"{gb(mr['accelerate'].get('training_adam_bytes'))} |")
         w("")
         w("Wall seconds of each memplan call (bold: over the 10 s target):")
         w("")
-        w("| ranks | analyze | plan op | plan layers | lowest layers | search layers | search op |")
-        w("|---:|---:|---:|---:|---:|---:|---:|")
+        w("| ranks | analyze | plan op | plan layers | lowest layers | search layers | "
+          "search layers, reserved | search op |")
+        w("|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in mr["worlds"]:
             c = r["calls"]
             w(f"| {r['world_size']} | {secs(c['analyze_b1'])} | {secs(c['plan_op_b1'])} | "
               f"{secs(c['plan_module_b1'])} | {secs(c['floor_module_b1'])} | "
-              f"{secs(c['search_module'])} | {secs(c['search_op'])} |")
+              f"{secs(c['search_module'])} | {secs(c.get('search_module_reserved'))} | "
+              f"{secs(c['search_op'])} |")
         w("")
     if doc.get("fsdp_units_check"):
         w("## FSDP units: the CLI's `--fsdp-depth` on these scopes")
@@ -532,14 +539,16 @@ def write_readme(doc, path):
       "ranks, against an 80 GB (80e9 B) budget per rank. *Peak* is at micro-batch 1; "
       "*micro-batch* is the largest per rank that fits (`memplan plan --global-batch`), without "
       "a plan, with memplan's op-level plan and with whole-layer `checkpoint()` "
-      "(`--granularity module`; recompute overhead in brackets, as memplan costs it); *lowest* is "
+      "(`--granularity module`; recompute overhead in brackets, as memplan costs it), and with "
+      "whole layers against 80 GB of what PyTorch's caching allocator reserves (`--budget-of "
+      "reserved`: the others bound allocated bytes); *lowest* is "
       "the micro-batch-1 peak with every layer checkpointed. *Model states* are memplan's sharded "
       "parameters, gradients and Adam state per rank (16 B per parameter / ranks). DeepSpeed: "
       "`estimate_zero3_model_states_mem_needs` per GPU (no offload); accelerate: "
       "`estimate-memory`'s fp32 *Training using Adam* (one device, not sharded). GB = 10^9 B.")
     w("")
     w("| model | ranks | peak, no plan | reserved, no plan | lowest, layers checkpointed | "
-      "micro-batch: no plan / op plan / layers | memplan model states | DeepSpeed ZeRO-3 | "
+      "micro-batch: no plan / op plan / layers / layers, reserved | memplan model states | DeepSpeed ZeRO-3 | "
       "accelerate |")
     w("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     for key, mr in doc["models"].items():
@@ -548,7 +557,8 @@ def write_readme(doc, path):
             sm, so = r["search_module"], r["search_op"]
             mbs = " / ".join([mb_cell(sm or so, "baseline"),
                               op_mb_cell(r),
-                              mb_cell(sm, "checkpointed")])
+                              mb_cell(sm, "checkpointed"),
+                              mb_cell(r.get("search_module_reserved"), "checkpointed")])
             fl = r["floor_module_b1"]
             states = 2 * a["parameter_bytes"] + a["optimizer_state_bytes"] if a else None
             w(f"| {mr['label']} | {r['world_size']} | {gb(a['peak_bytes']) if a else 'n/a'} | "
