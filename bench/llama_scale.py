@@ -329,9 +329,23 @@ def run_world(mp, key, graph, world, per_rank, skip_op_search, op_timeout):
                                   ["plan", graph] + b1 + ["--budget", "1"] + module + common)
     gb = ["--set", f"seq={SEQ}", "--budget", BUDGET, "--global-batch", str(world * per_rank)]
     calls["search_module"] = mp("search module", ["plan", graph] + gb + module + common)
-    calls["search_module_reserved"] = mp(
-        "search layers, reserved",
-        ["plan", graph] + gb + ["--budget-of", "reserved"] + module + common)
+    # --global-batch plans on allocated bytes only: the largest micro-batch
+    # whose whole-layer plan fits 80 GB reserved, by bisection below the
+    # allocated answer, one micro-batch step each (no accumulation: FSDP's
+    # accumulated gradients are sharded, a few GB at most).
+    found = (summarize_search(calls["search_module"], per_rank) or {}).get("checkpointed", {})
+    lo, hi, probes = 0, found.get("micro_batch") or 0, []
+    while lo < hi:
+        b = (lo + hi + 1) // 2
+        c = mp(f"layers, reserved, batch {b}",
+               ["plan", graph, "--set", f"batch={b}", "--set", f"seq={SEQ}", "--budget", BUDGET,
+                "--budget-of", "reserved"] + module + common)
+        rep = c.pop("report", None) or {}
+        c.pop("argv", None)
+        probes.append(dict(c, batch=b, reserved_peak_bytes=rep.get("reserved", {}).get(
+            "peak_bytes"), fits=c["rc"] == 0))
+        lo, hi = (b, hi) if c["rc"] == 0 else (lo, b - 1)
+    reserved_fit = {"micro_batch": lo, "probes": probes}
     if skip_op_search:
         calls["search_op"] = {"what": "search op", "skipped": skip_op_search}
     else:
@@ -342,7 +356,7 @@ def run_world(mp, key, graph, world, per_rank, skip_op_search, op_timeout):
            "plan_module_b1": summarize_plan(calls["plan_module_b1"]),
            "floor_module_b1": summarize_plan(calls["floor_module_b1"]),
            "search_module": summarize_search(calls["search_module"], per_rank),
-           "search_module_reserved": summarize_search(calls["search_module_reserved"], per_rank),
+           "layers_reserved": reserved_fit,
            "search_op": summarize_search(calls["search_op"], per_rank)}
     for c in calls.values():
         c.pop("report", None)
@@ -394,6 +408,18 @@ def mb_cell(s, which):
     if which == "checkpointed" and c.get("recompute_overhead"):
         txt += f" ({pct(c['recompute_overhead'])})"
     return txt
+
+
+def reserved_cell(r):
+    rf = r.get("layers_reserved")
+    if not rf:
+        return "n/a"
+    return str(rf["micro_batch"]) if rf["micro_batch"] else "none fits"
+
+
+def reserved_secs(r):
+    probes = (r.get("layers_reserved") or {}).get("probes", [])
+    return f"{sum(p['wall_seconds'] for p in probes):.1f} ({len(probes)} plans)" if probes else "-"
 
 
 def op_mb_cell(r):
@@ -476,7 +502,7 @@ def write_md(doc, path):
             w(f"| {r['world_size']} | {gb(a['peak_bytes']) if a else 'n/a'} | {plan_cell(r['plan_op_b1'])} | "
               f"{plan_cell(r['plan_module_b1'])} | {low} | {mb_cell(sm or so, 'baseline')} | "
               f"{op_mb_cell(r)} | {mb_cell(sm, 'checkpointed')} | "
-              f"{mb_cell(r.get('search_module_reserved'), 'checkpointed')} | "
+              f"{reserved_cell(r)} | "
               f"{gb(states)} | {gb(r['peers']['deepspeed_zero3_gpu_bytes'])} | "
               f"{gb(mr['accelerate'].get('training_adam_bytes'))} |")
         w("")
@@ -489,7 +515,7 @@ def write_md(doc, path):
             c = r["calls"]
             w(f"| {r['world_size']} | {secs(c['analyze_b1'])} | {secs(c['plan_op_b1'])} | "
               f"{secs(c['plan_module_b1'])} | {secs(c['floor_module_b1'])} | "
-              f"{secs(c['search_module'])} | {secs(c.get('search_module_reserved'))} | "
+              f"{secs(c['search_module'])} | {reserved_secs(r)} | "
               f"{secs(c['search_op'])} |")
         w("")
     if doc.get("fsdp_units_check"):
@@ -540,8 +566,9 @@ def write_readme(doc, path):
       "*micro-batch* is the largest per rank that fits (`memplan plan --global-batch`), without "
       "a plan, with memplan's op-level plan and with whole-layer `checkpoint()` "
       "(`--granularity module`; recompute overhead in brackets, as memplan costs it), and with "
-      "whole layers against 80 GB of what PyTorch's caching allocator reserves (`--budget-of "
-      "reserved`: the others bound allocated bytes); *lowest* is "
+      "whole layers against 80 GB of what PyTorch's caching allocator would reserve (`plan "
+      "--set batch=B --budget-of reserved`, bisected below the allocated answer, one micro-batch "
+      "step: `--global-batch` plans on allocated bytes, as the other columns do); *lowest* is "
       "the micro-batch-1 peak with every layer checkpointed. *Model states* are memplan's sharded "
       "parameters, gradients and Adam state per rank (16 B per parameter / ranks). DeepSpeed: "
       "`estimate_zero3_model_states_mem_needs` per GPU (no offload); accelerate: "
@@ -558,7 +585,7 @@ def write_readme(doc, path):
             mbs = " / ".join([mb_cell(sm or so, "baseline"),
                               op_mb_cell(r),
                               mb_cell(sm, "checkpointed"),
-                              mb_cell(r.get("search_module_reserved"), "checkpointed")])
+                              reserved_cell(r)])
             fl = r["floor_module_b1"]
             states = 2 * a["parameter_bytes"] + a["optimizer_state_bytes"] if a else None
             w(f"| {mr['label']} | {r['world_size']} | {gb(a['peak_bytes']) if a else 'n/a'} | "
