@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <utility>
 
-#include "analyzer/optimizer_state.h"
 #include "analyzer/analysis.h"
-#include "analyzer/planner.h"
+#include "analyzer/optimizer_state.h"
 #include "analyzer/parallel/rank_step.h"
+#include "analyzer/planner.h"
 #include "analyzer/sac_policy.h"
 #include "analyzer/simulator.h"
 #include "parallel_three.h"
