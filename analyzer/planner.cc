@@ -325,15 +325,17 @@ class Search {
         std::max<int64_t>(1, options_.greedy_drop_op_replays /
                                  std::max<int64_t>(1, static_cast<int64_t>(g_.ops.size())));
     int64_t rounds = 0;
+    auto from_best_seed = [&] {
+      kept_ = GroupsKept(result_->best.keep);
+      each_use_ = GroupsEachUse(result_->best.each_use);
+      current = result_->best;
+      dropped.clear();
+      for (size_t grp = 0; grp < groups_.size(); ++grp)
+        if (!kept_[grp]) dropped.push_back(static_cast<int>(grp));
+    };
     while (current.sim.peak_bytes > budget_) {
       if (++rounds > max_rounds && result_->feasible) {
-        // Keep again from the cheapest seed that fits instead.
-        kept_ = GroupsKept(result_->best.keep);
-        each_use_ = GroupsEachUse(result_->best.each_use);
-        current = result_->best;
-        dropped.clear();
-        for (size_t grp = 0; grp < groups_.size(); ++grp)
-          if (!kept_[grp]) dropped.push_back(static_cast<int>(grp));
+        from_best_seed();  // keep again from the cheapest seed that fits instead
         break;
       }
       std::fill(bytes_at_peak.begin(), bytes_at_peak.end(), 0);
@@ -385,13 +387,7 @@ class Search {
     }
     if (current.sim.peak_bytes > budget_) {
       if (!result_->feasible) return true;  // infeasible for greedy and the seeds
-      // Stuck above the budget where a seed fits: keep again from that seed.
-      kept_ = GroupsKept(result_->best.keep);
-      each_use_ = GroupsEachUse(result_->best.each_use);
-      current = result_->best;
-      dropped.clear();
-      for (size_t grp = 0; grp < groups_.size(); ++grp)
-        if (!kept_[grp]) dropped.push_back(static_cast<int>(grp));
+      from_best_seed();                     // stuck above the budget where a seed fits
     }
     // Hold again, where it still fits, what is recomputed at each use.
     for (size_t grp = 0; grp < groups_.size(); ++grp) {

@@ -27,16 +27,16 @@ import os
 import pickle
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
-import zlib
 
 from torch.cuda import _memory_viz
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
+from report_test import png_colors  # noqa: E402
 CDN_IMPORT = re.compile(r'import \{add_local_files\} from "[^"]*MemoryViz\.js"')
 TABLEAU10 = ["#4e79a7", "#f28e2c", "#e15759", "#76b7b2", "#59a14f", "#edc949"]
 
@@ -66,41 +66,9 @@ def local_viewer(memory_viz_js):
 
 
 def png_size_and_colors(path):
-    """(width, height, set of '#rrggbb') of an 8-bit RGB(A) PNG, read with zlib only."""
-    data = open(path, "rb").read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
-    pos, idat, width = 8, b"", None
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            width, height, depth, ctype = struct.unpack(">IIBB", body[:10])
-            assert depth == 8 and ctype in (2, 6), (depth, ctype)
-            bpp = 3 if ctype == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw, stride, prev, colors = zlib.decompress(idat), width * bpp, None, set()
-    for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b = prev[i] if prev else 0
-            c = prev[i - bpp] if prev and i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        prev = line
-        for x in range(0, stride, bpp * 4):  # every 4th pixel is plenty for a palette
-            colors.add("#%02x%02x%02x" % tuple(line[x:x + 3]))
-    return width, height, colors
+    """(width, height, set of '#rrggbb') of an 8-bit RGB(A) PNG (the CLI tests' decoder)."""
+    width, height, colors = png_colors(path)
+    return width, height, {"#" + c.hex() for c in colors}
 
 
 def render(chromium, url, png):
