@@ -66,16 +66,25 @@ const char* GranularityName(Granularity g) {
   return "?";
 }
 
+namespace {
+
+// No recompute groups: every dropped tensor is remade on demand.
+const std::vector<int>& NoRecomputeGroups() {
+  static const std::vector<int> none;
+  return none;
+}
+
+}  // namespace
+
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
                         std::string* err, bool detailed, const std::vector<int>* recompute_group,
                         const std::vector<bool>* each_use) {
-  static const std::vector<int> kNoGroups;
   static const std::vector<bool> kNone;
   out->keep = keep;
   out->each_use = each_use ? *each_use : kNone;
   out->checkpoint = BuildCheckpointProgram(
-      g, keep, mode, recompute_group ? *recompute_group : kNoGroups, out->each_use);
+      g, keep, mode, recompute_group ? *recompute_group : NoRecomputeGroups(), out->each_use);
   SimOptions options;
   options.op_cost = costs;
   options.collect_live_at_peak = detailed;
@@ -621,10 +630,10 @@ class Search {
 
   // Recompute cost with the current decisions, without simulating.
   double Bound() const {
-    static const std::vector<int> kNoGroups;
     const std::vector<int>* groups = RecomputeGroups();
-    CheckpointProgram cp = BuildCheckpointProgram(g_, KeepVector(), options_.accumulation,
-                                                  groups ? *groups : kNoGroups, EachUseVector());
+    CheckpointProgram cp =
+        BuildCheckpointProgram(g_, KeepVector(), options_.accumulation,
+                               groups ? *groups : NoRecomputeGroups(), EachUseVector());
     double cost = 0;
     for (int o : cp.recomputed_ops) cost += costs_[o];
     return cost;

@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -148,11 +149,15 @@ bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err) {
        {std::tuple{"--fsdp-param-dtype", &f.fsdp_param_dtype, &p.param_dtype},
         std::tuple{"--fsdp-reduce-dtype", &f.fsdp_reduce_dtype, &p.reduce_dtype}}) {
     if (text->empty()) continue;
+    // Real floating dtypes only: MixedPrecisionPolicy takes no complex dtype.
+    static constexpr const char* kRealFloating[] = {"float64",  "float32",       "float16",
+                                                    "bfloat16", "float8_e4m3fn", "float8_e5m2"};
     DType dtype;
-    if (!ParseDType(*text, &dtype) || !IsFloating(dtype)) {
+    if (std::find(std::begin(kRealFloating), std::end(kRealFloating), *text) ==
+            std::end(kRealFloating) ||
+        !ParseDType(*text, &dtype)) {
       std::string floating;
-      for (const char* name :
-           {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
+      for (const char* name : kRealFloating)
         floating += (floating.empty() ? "" : ", ") + std::string(name);
       *err = std::string(flag) + " " + *text + ": expected a floating dtype (" + floating + ")";
       return false;

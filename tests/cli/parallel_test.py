@@ -187,6 +187,10 @@ def test_errors(r):
           "int8"),
          "memplan: error: --fsdp-reduce-dtype int8: expected a floating dtype (float64, float32, "
          "float16, bfloat16, float8_e4m3fn, float8_e5m2)\n"),
+        (("analyze", GRAPH, "--parallel", "fsdp", "--world-size", "2", "--fsdp-param-dtype",
+          "complex64"),
+         "memplan: error: --fsdp-param-dtype complex64: expected a floating dtype (float64, "
+         "float32, float16, bfloat16, float8_e4m3fn, float8_e5m2)\n"),
         (("plan", GRAPH, "--budget", "200MiB", "--global-batch", "60", "--parallel", "ddp",
           "--world-size", "8"),
          "memplan: error: --global-batch 60 does not divide over --world-size 8: each rank takes "
