@@ -537,15 +537,22 @@ class Search {
     if (options_.granularity != Granularity::kOp) return true;
     std::vector<std::vector<bool>> sets = {SqrtCheckpoints(g_), BlockCheckpoints(g_, 1),
                                            BlockCheckpoints(g_, 2), BlockCheckpoints(g_, 3)};
-    std::vector<bool> saved = kept_;
-    for (const std::vector<bool>& keep : sets) {
-      for (int t : candidates_) kept_[group_of_[t]] = keep[t];
-      std::fill(each_use_.begin(), each_use_.end(), false);
-      ScoredPlan plan;
-      if (!Score(&plan, /*detailed=*/false)) return false;
-    }
-    kept_ = saved;
+    for (const std::vector<bool>& keep : sets)
+      if (!ScoreSeed(GroupsKept(keep))) return false;
     return true;
+  }
+
+  // Scores a seed (by group: kept or not; nothing recomputed at each use)
+  // for the result, leaving the search's own decisions as they were.
+  bool ScoreSeed(std::vector<bool> groups_kept) {
+    std::swap(kept_, groups_kept);
+    std::vector<bool> each_use(groups_.size(), false);
+    std::swap(each_use_, each_use);
+    ScoredPlan plan;
+    const bool ok = Score(&plan, /*detailed=*/false);
+    std::swap(kept_, groups_kept);
+    std::swap(each_use_, each_use);
+    return ok;
   }
 
   // The chain DP's plan (chain_dp.h), scored like any other set. Op
@@ -571,13 +578,7 @@ class Search {
     }
     if (!PlanChain(g_, Stages(), budget_, costs_, options_.accumulation, dp, &chain, err_))
       return false;
-    if (!chain.found) return true;
-    std::vector<bool> saved = kept_;
-    for (int t : candidates_) kept_[group_of_[t]] = chain.keep[t];
-    ScoredPlan plan;
-    if (!Score(&plan, /*detailed=*/false)) return false;
-    kept_ = saved;
-    return true;
+    return !chain.found || ScoreSeed(GroupsKept(chain.keep));
   }
 
   // Sac granularity: the module plan at the same budget, scored as a set of
@@ -591,14 +592,8 @@ class Search {
     module.progress = nullptr;
     module.stage = nullptr;
     PlanResult by_module;
-    if (!PlanCheckpoints(g_, budget_, module, &by_module, err_)) return false;
-    std::vector<bool> saved = kept_;
-    for (int t : candidates_)
-      if (group_of_[t] >= 0 && !by_module.best.keep[t]) kept_[group_of_[t]] = false;
-    ScoredPlan plan;
-    if (!Score(&plan, /*detailed=*/false)) return false;
-    kept_ = saved;
-    return true;
+    return PlanCheckpoints(g_, budget_, module, &by_module, err_) &&
+           ScoreSeed(GroupsKept(by_module.best.keep));
   }
 
   // Module and sac granularity: every module in checkpoint(). Dropping the
@@ -606,13 +601,7 @@ class Search {
   // this fits (a wrap's recomputation may raise the peak where it runs).
   bool EveryModuleSeed() {
     if (options_.granularity == Granularity::kOp || groups_.empty()) return true;
-    std::vector<bool> saved = kept_;
-    std::fill(kept_.begin(), kept_.end(), false);
-    std::fill(each_use_.begin(), each_use_.end(), false);
-    ScoredPlan plan;
-    if (!Score(&plan, /*detailed=*/false)) return false;
-    kept_ = saved;
-    return true;
+    return ScoreSeed(std::vector<bool>(groups_.size(), false));
   }
 
   const ChainStages& Stages() {

@@ -333,7 +333,8 @@ def run_world(mp, key, graph, world, per_rank, skip_op_search, op_timeout):
     # whose whole-layer plan fits 80 GB reserved, by bisection below the
     # allocated answer, one micro-batch step each (no accumulation: FSDP's
     # accumulated gradients are sharded, a few GB at most).
-    found = (summarize_search(calls["search_module"], per_rank) or {}).get("checkpointed", {})
+    search_module = summarize_search(calls["search_module"], per_rank)
+    found = (search_module or {}).get("checkpointed", {})
     lo, hi, probes = 0, found.get("micro_batch") or 0, []
     while lo < hi:
         b = (lo + hi + 1) // 2
@@ -355,7 +356,7 @@ def run_world(mp, key, graph, world, per_rank, skip_op_search, op_timeout):
            "plan_op_b1": summarize_plan(calls["plan_op_b1"]),
            "plan_module_b1": summarize_plan(calls["plan_module_b1"]),
            "floor_module_b1": summarize_plan(calls["floor_module_b1"]),
-           "search_module": summarize_search(calls["search_module"], per_rank),
+           "search_module": search_module,
            "layers_reserved": reserved_fit,
            "search_op": summarize_search(calls["search_op"], per_rank)}
     for c in calls.values():

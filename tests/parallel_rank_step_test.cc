@@ -212,8 +212,7 @@ TEST_CASE("parallel: fsdp with every layer checkpointed holds one layer's gather
   const SimResult& sim = plan.best.sim;
   std::vector<std::pair<int, int>> flats;  // (alloc, free) step
   for (const BufferInterval& b : sim.intervals) {
-    const std::string& id = g.tensors[b.owner].id;
-    if (id.size() > 18 && id.substr(id.size() - 18) == ".all_gather_output")
+    if (g.tensors[b.owner].id.ends_with(".all_gather_output"))
       flats.emplace_back(b.alloc_step, b.free_step);
   }
   // root, h.0, h.1 in the forward; h.1 and h.0 again for their recomputation
