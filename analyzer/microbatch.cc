@@ -107,7 +107,9 @@ class Search {
           p.plan_budget_bytes = budget;
         }
         if (peak <= o_.budget_bytes || !r.feasible) break;
-        budget -= peak - o_.budget_bytes;
+        // From the plan's own peak: a plan with slack under `budget` would
+        // otherwise come back unchanged.
+        budget = std::min(budget, r.best.sim.peak_bytes) - (peak - o_.budget_bytes);
       }
       p.plan_fits = p.plan_peak_bytes <= o_.budget_bytes;
     }

@@ -104,6 +104,12 @@ constexpr int64_t kChainAloneStages = 20000;
 // Up to this many stages the chain DP runs unbounded (exact on op chains):
 // its fronts can hold every sum of stage bytes, so this stays small.
 constexpr int64_t kChainExactStages = 64;
+// Improve's reach and work bound: groups (its moves are quadratic in them),
+// programs, op runs replayed, and drops per move.
+constexpr size_t kImproveMaxGroups = 256;
+constexpr int64_t kImproveEvaluations = 4000;
+constexpr int64_t kImproveOpReplays = 1000000;
+constexpr int kImproveRedrops = 6;
 
 // Lower peak first, then lower cost: what to report when nothing fits.
 bool LowerPeak(const ScoredPlan& a, const ScoredPlan& b) {
@@ -185,6 +191,7 @@ class Search {
       if (!ModuleSeed()) return false;
       if (!EveryModuleSeed()) return false;
       if (!Greedy(std::move(baseline))) return false;
+      if (!Improve()) return false;
     }
     // Below the floor nothing fits: no need to search for a cheap set. The
     // least peak is still reported exactly when the sets are few enough to
@@ -473,6 +480,136 @@ class Search {
     return true;
   }
 
+  // Local search from the cheapest plan that fits (see Improve in
+  // planner.h). Each move starts from result_->best; Score keeps whichever
+  // trial is cheaper and fits, so a move that fails costs only its replays.
+  bool Improve() {
+    // Op granularity only: a module plan's programs are whole models (the
+    // Llama 13B's took twice as long for no gain).
+    if (!options_.local_search || options_.granularity != Granularity::kOp || !result_->feasible ||
+        groups_.empty() || groups_.size() > kImproveMaxGroups)
+      return true;
+    const int64_t ops = std::max<int64_t>(1, static_cast<int64_t>(g_.ops.size()));
+    const int64_t limit =
+        result_->evaluations + std::min<int64_t>(kImproveEvaluations, kImproveOpReplays / ops);
+    auto restore_best = [&] {
+      kept_ = GroupsKept(result_->best.keep);
+      each_use_ = GroupsEachUse(result_->best.each_use);
+    };
+    // Keeps again each dropped group (but `skip`) whose return still fits,
+    // most expensive first, or by_density: most cost per byte first (a
+    // knapsack's two greedy orders); the trials only ask "does it fit".
+    auto keep_again = [&](int skip, int64_t peak, bool by_density) -> bool {
+      std::vector<int> dropped;
+      for (size_t grp = 0; grp < groups_.size(); ++grp)
+        if (!kept_[grp] && static_cast<int>(grp) != skip) dropped.push_back(static_cast<int>(grp));
+      auto density = [&](int grp) {
+        return groups_[grp].cost / static_cast<double>(std::max<int64_t>(1, GroupBytes(grp)));
+      };
+      std::stable_sort(dropped.begin(), dropped.end(), [&](int a, int b) {
+        return by_density ? density(a) > density(b) : groups_[a].cost > groups_[b].cost;
+      });
+      for (int grp : dropped) {
+        if (result_->evaluations >= limit) return true;
+        if (GroupBytes(grp) > budget_ - peak) continue;
+        kept_[grp] = true;
+        ScoredPlan trial;
+        if (!Score(&trial, /*detailed=*/false)) return false;
+        if (trial.sim.peak_bytes <= budget_)
+          peak = trial.sim.peak_bytes;
+        else
+          kept_[grp] = false;
+      }
+      return true;
+    };
+    for (bool improved = true; improved && result_->evaluations < limit;) {
+      improved = false;
+      const double before = result_->best.recompute_cost;
+      const double tolerance = 1e-9 * std::max(1.0, std::abs(before));
+      ScoredPlan best;
+      restore_best();
+      const std::vector<bool> start_kept = kept_, start_each_use = each_use_;
+      auto restore_start = [&] {
+        kept_ = start_kept;
+        each_use_ = start_each_use;
+      };
+      if (!Score(&best)) return false;  // with what is alive at the peak
+      // Drop one more group alive at the peak, then keep again what fits
+      // (trades one dearer drop for several cheaper ones).
+      std::vector<std::pair<int64_t, int>> at_peak;  // (-bytes there, group)
+      {
+        std::map<int, int64_t> bytes;
+        for (const LiveBuffer& lb : best.sim.live_at_peak) {
+          int grp = lb.owner >= 0 ? group_of_[lb.owner] : -1;
+          if (grp >= 0 && kept_[grp]) bytes[grp] += lb.bytes;
+        }
+        for (const auto& [grp, b] : bytes) at_peak.emplace_back(-b, grp);
+        std::sort(at_peak.begin(), at_peak.end());
+      }
+      for (const auto& [neg_bytes, grp] : at_peak) {
+        if (result_->evaluations >= limit) break;
+        for (bool by_density : {false, true}) {
+          restore_start();
+          kept_[grp] = false;
+          ScoredPlan trial;
+          if (!Score(&trial, /*detailed=*/false)) return false;
+          if (trial.sim.peak_bytes > budget_) break;
+          if (!keep_again(grp, trial.sim.peak_bytes, by_density)) return false;
+        }
+      }
+      improved = result_->best.recompute_cost < before - tolerance;
+      if (improved) continue;
+      // Keep one dropped group, dearest first, drop again at the peak (the
+      // greedy's bytes-per-cost rule) until it fits, then keep again.
+      std::vector<int> dropped;
+      for (size_t grp = 0; grp < groups_.size(); ++grp)
+        if (!kept_[grp]) dropped.push_back(static_cast<int>(grp));
+      std::stable_sort(dropped.begin(), dropped.end(),
+                       [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
+      for (int grp : dropped) {
+        if (result_->evaluations >= limit) break;
+        restore_start();
+        kept_[grp] = true;
+        ScoredPlan current;
+        if (!Score(&current)) return false;
+        bool fits = current.sim.peak_bytes <= budget_;
+        for (int drops = 0; !fits && drops < kImproveRedrops && result_->evaluations < limit;
+             ++drops) {
+          // Units: at op granularity the kept groups at the peak made by
+          // one op (one rerun remakes them all; free when that op is rerun
+          // already for a dropped output), else each group.
+          std::map<int, std::pair<int64_t, std::vector<int>>> units;  // key: (bytes, groups)
+          for (const LiveBuffer& lb : current.sim.live_at_peak) {
+            int other = lb.owner >= 0 ? group_of_[lb.owner] : -1;
+            if (other < 0 || other == grp || !kept_[other]) continue;
+            auto& unit = units[UnitKey(other)];
+            unit.first += lb.bytes;
+            if (std::find(unit.second.begin(), unit.second.end(), other) == unit.second.end())
+              unit.second.push_back(other);
+          }
+          const std::vector<int>* pick = nullptr;
+          double pick_ratio = -1;
+          for (const auto& [key, unit] : units) {
+            // Bytes past the excess buy nothing: a cheap unit that covers
+            // it beats a dear one that covers it twice.
+            const int64_t useful = std::min(unit.first, current.sim.peak_bytes - budget_);
+            const double ratio = static_cast<double>(useful) / (UnitCost(key, unit.second) + 1e-12);
+            if (ratio > pick_ratio) pick = &unit.second, pick_ratio = ratio;
+          }
+          if (pick == nullptr) break;
+          for (int other : *pick) kept_[other] = false;
+          if (!Score(&current)) return false;
+          fits = current.sim.peak_bytes <= budget_;
+        }
+        if (!fits) continue;
+        if (!keep_again(grp, current.sim.peak_bytes, /*by_density=*/false)) return false;
+      }
+      improved = result_->best.recompute_cost < before - tolerance;
+    }
+    restore_best();
+    return true;
+  }
+
   // By group, from a keep vector by tensor.
   std::vector<bool> GroupsKept(const std::vector<bool>& keep) const {
     std::vector<bool> kept(groups_.size(), true);
@@ -504,6 +641,22 @@ class Search {
     for (const auto& [grp, b] : bytes)
       if (best < 0 || b > bytes[best]) best = grp;
     return best;
+  }
+
+  // Improve's drop unit of a group: its producer op at op granularity (a
+  // rerun remakes every output), else the group itself (keys below zero).
+  int UnitKey(int grp) const {
+    if (options_.granularity != Granularity::kOp) return -1 - grp;
+    return g_.tensors[groups_[grp].tensors.front()].producer;
+  }
+
+  // What dropping a unit adds to the recompute cost, about: nothing when
+  // its op already reruns for an output that is dropped.
+  double UnitCost(int key, const std::vector<int>& unit_groups) const {
+    if (key < 0) return groups_[unit_groups.front()].cost;
+    for (int t : g_.ops[key].outputs)
+      if (group_of_[t] >= 0 && !kept_[group_of_[t]]) return 0;
+    return costs_[key];
   }
 
   int64_t GroupBytes(int grp) const {

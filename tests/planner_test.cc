@@ -145,7 +145,41 @@ TEST_CASE("planner: greedy plans fit where a program does and stay near the opti
   CHECK(fits * 100 >= should_fit * 97);  // 97%
   CHECK(compared >= 60);
   CHECK(worst <= 3.5);
-  CHECK(at_optimum * 100 >= fits * 80);  // 80% of the fits cost the optimum
+  CHECK(at_optimum * 100 >= fits * 95);  // 95% of the fits cost the optimum (80% without Improve)
+}
+
+// Improve (the local search after the greedy) starts from the greedy's plan:
+// never dearer, never over the budget, and cheaper on some random graphs of
+// 40 ops (measured when written: 5 of 40 budgets).
+TEST_CASE("planner: local search never costs more than the greedy alone") {
+  int budgets = 0, cheaper = 0;
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 40));
+    const int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+    const int64_t floor = PeakLowerBound(g);
+    CAPTURE(seed);
+    for (int pct : {30, 70}) {
+      const int64_t budget = floor + (baseline - floor) * pct / 100;
+      CAPTURE(budget);
+      PlannerOptions options;
+      options.algorithm = PlanAlgorithm::kGreedy;
+      PlanResult greedy, improved;
+      std::string err;
+      options.local_search = false;
+      REQUIRE(PlanCheckpoints(g, budget, options, &greedy, &err));
+      options.local_search = true;
+      REQUIRE(PlanCheckpoints(g, budget, options, &improved, &err));
+      ++budgets;
+      CHECK(improved.feasible == greedy.feasible);
+      if (!greedy.feasible) continue;
+      CHECK(improved.best.sim.peak_bytes <= budget);
+      CHECK(improved.best.recompute_cost <= greedy.best.recompute_cost + 1e-9);
+      cheaper += improved.best.recompute_cost < greedy.best.recompute_cost - 1e-9;
+    }
+  }
+  CAPTURE(cheaper);
+  CHECK(budgets == 40);
+  CHECK(cheaper >= 4);
 }
 
 TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written set that fits") {
@@ -173,6 +207,7 @@ TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written
         if (set.sim.peak_bytes <= budget) seed_cost = std::min(seed_cost, set.recompute_cost);
       PlannerOptions options;
       options.algorithm = PlanAlgorithm::kGreedy;
+      options.local_search = false;  // the drop rounds' cap alone
       PlanResult full, capped;
       std::string err;
       REQUIRE(PlanCheckpoints(g, budget, options, &full, &err));
