@@ -63,10 +63,38 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
   return BuildCheckpointProgram(g, keep, mode, recompute_group, {});
 }
 
+std::vector<bool> OrderMatters(const Graph& g) {
+  std::vector<bool> candidate(g.tensors.size(), false);
+  for (int t : CheckpointCandidates(g)) candidate[t] = true;
+  std::vector<bool> matters(g.ops.size(), false);
+  std::vector<int> bases;
+  for (size_t o = 0; o < g.ops.size(); ++o) {
+    bases.clear();
+    for (int u : g.ops[o].inputs) {
+      const int base = g.tensors[u].base;
+      if (candidate[base] && std::find(bases.begin(), bases.end(), base) == bases.end())
+        bases.push_back(base);
+    }
+    matters[o] = bases.size() >= 2;
+  }
+  return matters;
+}
+
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          AccumulationMode mode,
                                          const std::vector<int>& recompute_group,
                                          const std::vector<bool>& each_use) {
+  return BuildCheckpointProgram(g, keep, mode, recompute_group, each_use, {});
+}
+
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         AccumulationMode mode,
+                                         const std::vector<int>& recompute_group,
+                                         const std::vector<bool>& each_use,
+                                         const std::vector<bool>& reverse_order) {
+  auto reversed = [&](int o) {
+    return static_cast<size_t>(o) < reverse_order.size() && reverse_order[o];
+  };
   const std::vector<int> order = ScheduleOrder(g, mode);
   const std::vector<bool>& kept = KeptToEnd(g);
   std::vector<int> runs;
@@ -112,7 +140,12 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
   // The first dead tensor op p needs (an input, or the base of a view it
   // makes), or -1.
   auto dead_need = [&](int p) {
-    for (int u : g.ops[p].inputs)
+    const std::vector<int>& inputs = g.ops[p].inputs;
+    if (reversed(p)) {
+      for (auto it = inputs.rbegin(); it != inputs.rend(); ++it)
+        if (!alive[*it]) return *it;
+    }
+    for (int u : inputs)
       if (!alive[u]) return u;
     for (int t : g.ops[p].outputs) {
       int base = g.tensors[t].alias_of;
@@ -228,7 +261,9 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
     // alive. Ensuring t releases only proper ancestors of t, so this ends.
     for (bool all_alive = false; !all_alive;) {
       all_alive = true;
-      for (int t : op.inputs) {
+      const size_t n = op.inputs.size();
+      for (size_t i = 0; i < n; ++i) {
+        const int t = op.inputs[reversed(o) ? n - 1 - i : i];
         if (alive[t]) continue;
         all_alive = false;
         ensure(t);

@@ -5,21 +5,23 @@
 //
 // Recipe: run the ops in schedule order (forward ops where they stand: a
 // pipeline stage interleaves micro-batches; a backward op reads only forward
-// tensors made before it), and before each backward op make its inputs alive: a dead forward tensor is recomputed
-// by rerunning its producer once its own inputs are alive (an explicit stack,
-// no recursion). What is alive when the backward starts is what is resident,
-// kept to the end, or in the checkpoint set; a recomputed tensor stays alive
-// until its last use, so each op is recomputed at most once. BuildProgram
-// then places the frees and the in-place accumulations.
-// O(ops x arity + tensors) per program (x the reruns with each_use below).
+// tensors made before it), and before each backward op make its inputs alive: a dead forward tensor
+// is recomputed by rerunning its producer once its own inputs are alive (an explicit stack, no
+// recursion). What is alive when the backward starts is what is resident, kept to the end, or in
+// the checkpoint set; a recomputed tensor stays alive until its last use, so each op is recomputed
+// at most once. BuildProgram then places the frees and the in-place accumulations. O(ops x arity +
+// tensors) per program (x the reruns with each_use below).
 //
 // Beyond checkpoint sets: a dropped tensor may be recomputed at each use
 // (each_use): freed right after every op that reads it (or a view of it),
 // backward op or recomputation, and recomputed again before the next one,
 // instead of held from its recomputation to its last use. That trades
 // recompute time for memory when a tensor's uses lie far apart in the
-// backward. The order of recomputation stays fixed: an op's dead inputs in
-// input order, each chain depth-first. A program reruns at most
+// backward. The order of recomputation: an op's dead inputs in input order,
+// or last first where reverse_order (by op) says so, each chain
+// depth-first (recomputing the input whose chain needs the most memory
+// first can lower the peak, as in Sethi-Ullman's register allocation).
+// A program reruns at most
 // kMaxRerunFactor x ops forward ops: past that, each_use tensors are held
 // (nested each_use chains can double their reruns per level).
 #ifndef MEMPLAN_ANALYZER_CHECKPOINT_H_
@@ -77,6 +79,18 @@ CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>
                                          AccumulationMode mode,
                                          const std::vector<int>& recompute_group,
                                          const std::vector<bool>& each_use);
+
+// The same, with the ops in reverse_order (by op index; empty: none)
+// recomputing their dead inputs last first.
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         AccumulationMode mode,
+                                         const std::vector<int>& recompute_group,
+                                         const std::vector<bool>& each_use,
+                                         const std::vector<bool>& reverse_order);
+
+// By op: true where reverse_order can differ from input order: an op that
+// reads two or more candidates (or views of them).
+std::vector<bool> OrderMatters(const Graph& g);
 
 }  // namespace memplan
 

@@ -36,6 +36,14 @@ std::vector<int> EachUse(const ScoredPlan& best) {
   return out;
 }
 
+// The ops whose dead inputs the plan recomputes last first (checkpoint.h).
+std::vector<int> ReversedOrder(const ScoredPlan& best) {
+  std::vector<int> out;
+  for (size_t o = 0; o < best.reverse_order.size(); ++o)
+    if (best.reverse_order[o]) out.push_back(static_cast<int>(o));
+  return out;
+}
+
 int64_t Bytes(const Graph& g, const std::vector<int>& tensors) {
   int64_t sum = 0;
   for (int t : tensors) sum += g.OwnedBytes(t);
@@ -120,6 +128,9 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   ojson each_use = ojson::array();
   for (int t : EachUse(result.best)) each_use.push_back(g.tensors[t].id);
   r["recomputed_each_use"] = each_use;
+  ojson reversed = ojson::array();
+  for (int o : ReversedOrder(result.best)) reversed.push_back(g.ops[o].id);
+  r["recompute_order_reversed"] = reversed;
   r["live_at_peak"] = LiveAtPeakJson(g, sim, top);
   if (!sweep.empty()) {
     ojson points = ojson::array();
@@ -180,10 +191,14 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   }
   std::vector<int> recomputed = RecomputedBuffers(g, plan);
   const size_t each_use = EachUse(result.best).size();
+  const size_t reversed = ReversedOrder(result.best).size();
   out += fmt::format(
-      "  recompute {} op runs, {} tensors ({}{}); cost {:.4g} {} = {:.1f}% of one training step\n",
+      "  recompute {} op runs, {} tensors ({}{}{}); cost {:.4g} {} = {:.1f}% of one training "
+      "step\n",
       sim.recompute_runs, recomputed.size(), FormatBytes(Bytes(g, recomputed)),
       each_use ? fmt::format(", {} of them again at each use", each_use) : "",
+      reversed ? fmt::format(", last input first for {} op{}", reversed, reversed == 1 ? "" : "s")
+               : "",
       result.best.recompute_cost, unit, 100.0 * Overhead(result));
   out += fmt::format("  keep      {} tensors ({}) for the backward\n", plan.saved.size(),
                      FormatBytes(Bytes(g, plan.saved)));

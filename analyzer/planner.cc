@@ -79,12 +79,14 @@ const std::vector<int>& NoRecomputeGroups() {
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
                         std::string* err, bool detailed, const std::vector<int>* recompute_group,
-                        const std::vector<bool>* each_use) {
+                        const std::vector<bool>* each_use, const std::vector<bool>* reverse_order) {
   static const std::vector<bool> kNone;
   out->keep = keep;
   out->each_use = each_use ? *each_use : kNone;
-  out->checkpoint = BuildCheckpointProgram(
-      g, keep, mode, recompute_group ? *recompute_group : NoRecomputeGroups(), out->each_use);
+  out->reverse_order = reverse_order ? *reverse_order : kNone;
+  out->checkpoint = BuildCheckpointProgram(g, keep, mode,
+                                           recompute_group ? *recompute_group : NoRecomputeGroups(),
+                                           out->each_use, out->reverse_order);
   SimOptions options;
   options.op_cost = costs;
   options.collect_live_at_peak = detailed;
@@ -110,6 +112,9 @@ constexpr size_t kImproveMaxGroups = 256;
 constexpr int64_t kImproveEvaluations = 4000;
 constexpr int64_t kImproveOpReplays = 1000000;
 constexpr int kImproveRedrops = 6;
+// The exact searches try every recomputation order of up to this many ops
+// per program (checkpoint.h: reverse_order).
+constexpr size_t kMaxOrderOps = 8;
 
 // Lower peak first, then lower cost: what to report when nothing fits.
 bool LowerPeak(const ScoredPlan& a, const ScoredPlan& b) {
@@ -137,6 +142,9 @@ class Search {
       const std::vector<bool> matters = EachUseMatters(g);
       each_use_matters_.assign(groups_.size(), false);
       for (int t : candidates_) each_use_matters_[group_of_[t]] = matters[t];
+      order_matters_ = OrderMatters(g);
+      for (bool m : order_matters_) order_search_ = order_search_ || m;
+      reverse_.assign(g.ops.size(), false);
     } else {
       ModuleGroups();
       each_use_matters_.assign(groups_.size(), false);
@@ -201,7 +209,8 @@ class Search {
         if (!Exact()) return false;
       } else if (groups_.size() <= kMaxLeastPeakCandidates) {
         if (!LeastPeak()) return false;
-        result_->search_complete = ProgramCount() <= kMaxLeastPeakPrograms;
+        result_->search_complete =
+            result_->search_complete && ProgramCount() <= kMaxLeastPeakPrograms;
       } else {
         result_->search_complete = false;
       }
@@ -215,7 +224,8 @@ class Search {
     if (result_->best.sim.live_at_peak.empty()) {
       ScoredPlan detailed;
       if (!ScoreCheckpointSet(g_, result_->best.keep, costs_, options_.accumulation, &detailed,
-                              err_, /*detailed=*/true, RecomputeGroups(), &result_->best.each_use))
+                              err_, /*detailed=*/true, RecomputeGroups(), &result_->best.each_use,
+                              &result_->best.reverse_order))
         return false;
       result_->best = std::move(detailed);
     }
@@ -310,7 +320,7 @@ class Search {
     if (options_.progress) options_.progress(result_->evaluations);
     const std::vector<bool> each_use = EachUseVector();
     if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_, detailed,
-                            RecomputeGroups(), &each_use))
+                            RecomputeGroups(), &each_use, &reverse_))
       return false;
     if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {
       lowest_ = *out;
@@ -341,9 +351,9 @@ class Search {
         std::max<int64_t>(1, options_.greedy_drop_op_replays /
                                  std::max<int64_t>(1, static_cast<int64_t>(g_.ops.size())));
     int64_t rounds = 0;
+    bool orders_tried = false;
     auto from_best_seed = [&] {
-      kept_ = GroupsKept(result_->best.keep);
-      each_use_ = GroupsEachUse(result_->best.each_use);
+      SetDecisions(result_->best);
       current = result_->best;
       dropped.clear();
       for (size_t grp = 0; grp < groups_.size(); ++grp)
@@ -381,6 +391,14 @@ class Search {
           else
             each_use_[switched] = false;
           continue;
+        }
+        // Else recompute some op's dead inputs in the other order, once,
+        // where that lowers the peak.
+        if (!orders_tried) {
+          orders_tried = true;
+          bool lower = false;
+          if (!OrderFlips(&current, &lower)) return false;
+          if (lower) continue;
         }
         // Else keep one of them again for good, the one made midway in
         // the forward, to split the recomputed stretch in two.
@@ -492,10 +510,7 @@ class Search {
     const int64_t ops = std::max<int64_t>(1, static_cast<int64_t>(g_.ops.size()));
     const int64_t limit =
         result_->evaluations + std::min<int64_t>(kImproveEvaluations, kImproveOpReplays / ops);
-    auto restore_best = [&] {
-      kept_ = GroupsKept(result_->best.keep);
-      each_use_ = GroupsEachUse(result_->best.each_use);
-    };
+    auto restore_best = [&] { SetDecisions(result_->best); };
     // Keeps again each dropped group (but `skip`) whose return still fits,
     // most expensive first, or by_density: most cost per byte first (a
     // knapsack's two greedy orders); the trials only ask "does it fit".
@@ -607,6 +622,33 @@ class Search {
       improved = result_->best.recompute_cost < before - tolerance;
     }
     restore_best();
+    return true;
+  }
+
+  // The search's decisions from a scored plan.
+  void SetDecisions(const ScoredPlan& plan) {
+    kept_ = GroupsKept(plan.keep);
+    each_use_ = GroupsEachUse(plan.each_use);
+    std::fill(reverse_.begin(), reverse_.end(), false);
+    for (size_t o = 0; o < plan.reverse_order.size() && o < reverse_.size(); ++o)
+      reverse_[o] = plan.reverse_order[o];
+  }
+
+  // Reverses the recomputation order of each of OrderOps in turn, keeping
+  // each reversal that lowers current's peak (*lower: one did).
+  bool OrderFlips(ScoredPlan* current, bool* lower) {
+    *lower = false;
+    for (int o : OrderOps()) {
+      reverse_[o] = !reverse_[o];
+      ScoredPlan trial;
+      if (!Score(&trial)) return false;
+      if (trial.sim.peak_bytes < current->sim.peak_bytes) {
+        *current = std::move(trial);
+        *lower = true;
+      } else {
+        reverse_[o] = !reverse_[o];
+      }
+    }
     return true;
   }
 
@@ -771,11 +813,15 @@ class Search {
   }
 
   // Recompute cost with the current decisions, without simulating.
+  // Recompute cost with the current decisions, undecided groups kept. With
+  // orders searched it holds what is recomputed at each use: a held program
+  // reruns each op once in any order, and recomputing at each use reruns at
+  // least that, so the bound holds for every order.
   double Bound() const {
     const std::vector<int>* groups = RecomputeGroups();
-    CheckpointProgram cp =
-        BuildCheckpointProgram(g_, KeepVector(), options_.accumulation,
-                               groups ? *groups : NoRecomputeGroups(), EachUseVector());
+    CheckpointProgram cp = BuildCheckpointProgram(
+        g_, KeepVector(), options_.accumulation, groups ? *groups : NoRecomputeGroups(),
+        order_search_ ? std::vector<bool>() : EachUseVector());
     double cost = 0;
     for (int o : cp.recomputed_ops) cost += costs_[o];
     return cost;
@@ -812,14 +858,21 @@ class Search {
   bool LeastPeak() {
     const size_t n = groups_.size();
     const bool programs = ProgramCount() <= kMaxLeastPeakPrograms;
+    bool orders_complete = true;
     std::vector<int> digit(n, 0);  // 0 keep, 1 hold, 2 each use
     for (;;) {
       for (size_t i = 0; i < n; ++i) {
         kept_[i] = digit[i] == 0;
         each_use_[i] = digit[i] == 2;
       }
-      ScoredPlan plan;
-      if (!Score(&plan, /*detailed=*/false)) return false;
+      // Every order too, within about 4 x kMaxLeastPeakPrograms programs.
+      if (programs && result_->evaluations < 4 * kMaxLeastPeakPrograms) {
+        if (!ScoreOrders()) return false;
+      } else {
+        ScoredPlan plan;
+        if (!Score(&plan, /*detailed=*/false)) return false;
+        if (order_search_ && !OrderOps().empty()) orders_complete = false;
+      }
       size_t i = 0;
       for (; i < n; ++i) {
         const int radix = programs && each_use_matters_[i] ? 3 : 2;
@@ -829,7 +882,43 @@ class Search {
       if (i == n) break;
     }
     std::fill(each_use_.begin(), each_use_.end(), false);
+    if (!orders_complete) result_->search_complete = false;
     return true;
+  }
+
+  // The ops whose recomputation order the current decisions make matter:
+  // two or more of their inputs' bases dropped.
+  std::vector<int> OrderOps() const {
+    std::vector<int> ops, bases;
+    for (size_t o = 0; o < order_matters_.size(); ++o) {
+      if (!order_matters_[o]) continue;
+      bases.clear();
+      for (int u : g_.ops[o].inputs) {
+        const int base = g_.tensors[u].base;
+        const int grp = group_of_[base];
+        if (grp >= 0 && !kept_[grp] && std::find(bases.begin(), bases.end(), base) == bases.end())
+          bases.push_back(base);
+      }
+      if (bases.size() >= 2) ops.push_back(static_cast<int>(o));
+    }
+    return ops;
+  }
+
+  // Scores the current decisions in every recomputation order of OrderOps
+  // (2^ops programs; past kMaxOrderOps, input order only and the search is
+  // not complete).
+  bool ScoreOrders() {
+    const std::vector<int> ops = OrderOps();
+    if (ops.size() > kMaxOrderOps) result_->search_complete = false;
+    const uint32_t combos = ops.size() > kMaxOrderOps ? 1u : 1u << ops.size();
+    bool ok = true;
+    for (uint32_t mask = 0; ok && mask < combos; ++mask) {
+      for (size_t i = 0; i < ops.size() && combos > 1; ++i) reverse_[ops[i]] = (mask >> i) & 1;
+      ScoredPlan plan;
+      ok = Score(&plan, /*detailed=*/false);
+    }
+    for (int o : ops) reverse_[o] = false;
+    return ok;
   }
 
   bool Branch(size_t i) {
@@ -841,10 +930,7 @@ class Search {
       double best = result_->best.recompute_cost;
       if (Bound() >= best - 1e-9 * std::max(1.0, std::abs(best))) return true;
     }
-    if (i == order_.size()) {
-      ScoredPlan leaf;
-      return Score(&leaf);
-    }
+    if (i == order_.size()) return ScoreOrders();
     // Keep, hold, then recompute at each use: cost never falls.
     int grp = order_[i];
     kept_[grp] = true;
@@ -875,6 +961,9 @@ class Search {
   std::vector<bool> kept_;                    // by group
   std::vector<bool> each_use_;                // by group: when dropped, recomputed at each use
   std::vector<bool> each_use_matters_;        // by group (op granularity only)
+  std::vector<bool> order_matters_;           // by op (op granularity only; OrderMatters)
+  std::vector<bool> reverse_;                 // by op: recompute dead inputs last first
+  bool order_search_ = false;                 // some op's order can matter
   ScoredPlan lowest_;
   std::vector<std::string> lowest_modules_;
   ChainStages stages_;

@@ -12,7 +12,9 @@
 // time on graphs under 2,000 candidates, else the best 2% per round; when
 // nothing droppable is alive at the peak (it holds recomputed tensors),
 // recompute the largest of those at each use while that lowers the peak,
-// then keep for good the recomputed tensor alive there that is made midway
+// then (once) reverse the recomputation order of each op reading two dropped
+// tensors where that lowers the peak, then keep for good the recomputed
+// tensor alive there that is made midway
 // in the forward, splitting the recomputed stretch (as sqrt(n)
 // checkpointing does); then hold again each tensor recomputed at each use
 // where it still fits, and try to keep again, most expensive first, each dropped tensor whose
@@ -54,15 +56,20 @@
 // Exact (up to kMaxExactCandidates candidates). Recipe: branch and bound over
 // keep / hold / recompute at each use per candidate (the last where
 // EachUseMatters), most expensive producer first, in that order (cost never
-// falls along it); a branch is cut when its cost with every undecided
-// candidate kept (a lower bound: keeping more never recomputes more, holding
-// never more than recomputing at each use) reaches the best plan found, the
-// greedy plan being the first. Exponential in the candidates in the worst
-// case; optimal over that program space (the recomputation order is fixed,
-// checkpoint.h) unless it stops at kMaxExactEvaluations programs or
-// kMaxExactOpReplays op runs (then the best found is returned,
-// search_complete false). Below the floor (PeakLowerBound) nothing can fit:
-// with at most kMaxLeastPeakPrograms programs every one is scored so the
+// falls along it), and at each leaf every recomputation order of the ops
+// reading two or more dropped tensors (checkpoint.h: input order or last
+// first; up to 2^8 orders, else input order and search_complete false); a
+// branch is cut when its cost with every undecided candidate kept and what
+// is recomputed at each use held (a lower bound for every order: keeping
+// more never recomputes more, a held program reruns each op once in any
+// order, and recomputing at each use reruns at least that) reaches the best
+// plan found, the greedy plan being the first. Exponential in the candidates
+// in the worst case; optimal over that program space unless it stops at
+// kMaxExactEvaluations programs or kMaxExactOpReplays op runs (then the best
+// found is returned, search_complete false). Orders other than these two per
+// op (three or more dead inputs) are not searched. Below the floor
+// (PeakLowerBound) nothing can fit: with at most kMaxLeastPeakPrograms
+// programs every one is scored in every order (within 4x that many) so the
 // least peak reported is exact; with up to kMaxLeastPeakCandidates
 // candidates, every set; with more, it is the least the greedy, hand-written
 // and chain sets reach (search_complete false unless every program was
@@ -140,6 +147,7 @@ struct ScoredPlan {
   std::vector<bool> keep;  // by tensor index
   std::vector<bool>
       each_use;  // by tensor index, dropped tensors recomputed at each use; may be empty
+  std::vector<bool> reverse_order;  // by op index (checkpoint.h); may be empty
   CheckpointProgram checkpoint;
   SimResult sim;
   double recompute_cost = 0;
@@ -167,12 +175,13 @@ struct PlanResult {
 // `detailed` also collects what is alive at the peak (a second replay).
 // recompute_group (by tensor, checkpoint.h): recompute each group at once, as
 // torch.utils.checkpoint reruns a whole module; null: on demand.
-// each_use (checkpoint.h): null or empty, none.
+// each_use, reverse_order (checkpoint.h): null or empty, none.
 bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
                         std::string* err, bool detailed = true,
                         const std::vector<int>* recompute_group = nullptr,
-                        const std::vector<bool>* each_use = nullptr);
+                        const std::vector<bool>* each_use = nullptr,
+                        const std::vector<bool>* reverse_order = nullptr);
 
 bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions& options,
                      PlanResult* result, std::string* err);

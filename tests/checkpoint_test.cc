@@ -5,6 +5,7 @@
 #include <random>
 
 #include "analyzer/simulator.h"
+#include "order_graph.h"
 #include "random_graph.h"
 #include "test_util.h"
 
@@ -376,6 +377,32 @@ TEST_CASE("checkpoint: programs recomputing at each use are valid on random grap
     }
   }
   CHECK(programs == 40 * 12);
+}
+
+TEST_CASE("checkpoint: reverse_order recomputes an op's dead inputs last first") {
+  Graph g = MustLower(testing::kOrderGraph);
+  const std::vector<bool> matters = OrderMatters(g);
+  CHECK(matters[g.FindOp("fd.bw")]);   // reads p and q
+  CHECK(matters[g.FindOp("fd")]);      // in the forward too
+  CHECK(!matters[g.FindOp("fz.bw")]);  // reads no candidate
+  std::vector<bool> keep = Keep(g, {}), reverse(g.ops.size(), false);
+  CheckpointProgram input_order = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
+  reverse[g.FindOp("fd.bw")] = true;
+  CheckpointProgram last_first =
+      BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, {}, reverse);
+  CHECK(OpNames(g, input_order.recomputed_ops) == Strings{"fh1", "fh2", "fp", "fs3", "fhq", "fq"});
+  CHECK(OpNames(g, last_first.recomputed_ops) == Strings{"fs3", "fhq", "fq", "fh1", "fh2", "fp"});
+  // The same runs, so the same cost; hq's 112 KiB no longer meet p.
+  CHECK(input_order.recomputed_tensors == last_first.recomputed_tensors);
+  SimResult a = MustSimulate(g, input_order.program), b = MustSimulate(g, last_first.program);
+  CHECK(a.peak_bytes == 197124);
+  CHECK(b.peak_bytes == 180740);
+  CHECK(a.recompute_runs == b.recompute_runs);
+  // An empty vector, or one reversing an op with one dead input, changes nothing.
+  std::vector<bool> other(g.ops.size(), false);
+  other[g.FindOp("fz.bw")] = true;
+  CHECK(BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, {}, other).recomputed_ops ==
+        input_order.recomputed_ops);
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // The exhaustive optima the planners are held to: over checkpoint sets
 // (2^candidates simulations) and over the wider program space of
 // checkpoint.h (keep, hold, or recompute at each use where EachUseMatters:
-// up to 3^candidates simulations). Small graphs only.
+// up to 3^candidates simulations), and over those programs in every
+// recomputation order (each op whose dropped inputs number two or more:
+// input order or last first). Small graphs only.
 #ifndef MEMPLAN_TESTS_EXHAUSTIVE_H_
 #define MEMPLAN_TESTS_EXHAUSTIVE_H_
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -16,7 +19,7 @@
 
 namespace memplan::testing {
 
-enum class Space { kSets, kPrograms };
+enum class Space { kSets, kPrograms, kOrders };
 
 struct Exhaustive {
   std::vector<int64_t> peaks;
@@ -33,16 +36,35 @@ struct Exhaustive {
         keep[candidates[i]] = digit[i] == 0;
         each_use[candidates[i]] = digit[i] == 2;
       }
-      ScoredPlan plan;
-      std::string err;
-      REQUIRE(ScoreCheckpointSet(g, keep, op_costs, AccumulationMode::kInplace, &plan, &err,
-                                 /*detailed=*/false, nullptr, &each_use));
-      peaks.push_back(plan.sim.peak_bytes);
-      costs.push_back(plan.recompute_cost);
-      min_peak = std::min(min_peak, plan.sim.peak_bytes);
+      std::vector<int> order_ops;  // ops reading two or more dropped bases
+      if (space == Space::kOrders) {
+        for (size_t o = 0; o < g.ops.size(); ++o) {
+          std::vector<int> bases;
+          for (int u : g.ops[o].inputs) {
+            const int base = g.tensors[u].base;
+            const bool dropped =
+                std::find(candidates.begin(), candidates.end(), base) != candidates.end() &&
+                !keep[base];
+            if (dropped && std::find(bases.begin(), bases.end(), base) == bases.end())
+              bases.push_back(base);
+          }
+          if (bases.size() >= 2) order_ops.push_back(static_cast<int>(o));
+        }
+      }
+      for (uint32_t mask = 0; mask < (1u << order_ops.size()); ++mask) {
+        std::vector<bool> reverse(g.ops.size(), false);
+        for (size_t k = 0; k < order_ops.size(); ++k) reverse[order_ops[k]] = (mask >> k) & 1;
+        ScoredPlan plan;
+        std::string err;
+        REQUIRE(ScoreCheckpointSet(g, keep, op_costs, AccumulationMode::kInplace, &plan, &err,
+                                   /*detailed=*/false, nullptr, &each_use, &reverse));
+        peaks.push_back(plan.sim.peak_bytes);
+        costs.push_back(plan.recompute_cost);
+        min_peak = std::min(min_peak, plan.sim.peak_bytes);
+      }
       size_t i = 0;
       for (; i < candidates.size(); ++i) {
-        const int radix = space == Space::kPrograms && matters[candidates[i]] ? 3 : 2;
+        const int radix = space != Space::kSets && matters[candidates[i]] ? 3 : 2;
         if (++digit[i] < radix) break;
         digit[i] = 0;
       }
