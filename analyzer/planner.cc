@@ -634,11 +634,25 @@ class Search {
       reverse_[o] = plan.reverse_order[o];
   }
 
-  // Reverses the recomputation order of each of OrderOps in turn, keeping
-  // each reversal that lowers current's peak (*lower: one did).
+  // Reverses the recomputation order of each of OrderOps run at current's
+  // peak in turn, keeping each reversal that lowers the peak (*lower: one
+  // did).
   bool OrderFlips(ScoredPlan* current, bool* lower) {
     *lower = false;
-    for (int o : OrderOps()) {
+    // Only the ops that run from the peak to the next backward op: the
+    // recomputation there is what the order changes.
+    const std::vector<int> order_ops = OrderOps();
+    std::vector<int> near_peak;
+    const std::vector<Step>& steps = current->checkpoint.program.steps;
+    for (size_t i = std::max(0, current->sim.peak_step); i < steps.size(); ++i) {
+      const int o = steps[i].op;
+      if (o < 0) continue;
+      if (std::find(order_ops.begin(), order_ops.end(), o) != order_ops.end() &&
+          std::find(near_peak.begin(), near_peak.end(), o) == near_peak.end())
+        near_peak.push_back(o);
+      if (g_.ops[o].phase != Phase::kForward) break;
+    }
+    for (int o : near_peak) {
       reverse_[o] = !reverse_[o];
       ScoredPlan trial;
       if (!Score(&trial)) return false;
