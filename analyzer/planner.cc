@@ -854,6 +854,7 @@ class Search {
                      [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
     std::fill(kept_.begin(), kept_.end(), true);  // undecided ones count as kept
     std::fill(each_use_.begin(), each_use_.end(), false);
+    std::fill(reverse_.begin(), reverse_.end(), false);  // leaves try every order
     return Branch(0);
   }
 
@@ -873,6 +874,7 @@ class Search {
     const size_t n = groups_.size();
     const bool programs = ProgramCount() <= kMaxLeastPeakPrograms;
     bool orders_complete = true;
+    std::fill(reverse_.begin(), reverse_.end(), false);
     std::vector<int> digit(n, 0);  // 0 keep, 1 hold, 2 each use
     for (;;) {
       for (size_t i = 0; i < n; ++i) {
