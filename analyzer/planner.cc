@@ -440,25 +440,14 @@ class Search {
                      [&](int a, int b) { return groups_[a].cost > groups_[b].cost; });
     const size_t work_bound = std::max<size_t>(20, 20000000 / std::max<size_t>(1, g_.ops.size()));
     const size_t max_trials = std::min(size_t{400}, work_bound);
+    if (batch_divisor == 0)  // one at a time
+      return KeepBack(dropped, max_trials, std::numeric_limits<int64_t>::max(),
+                      &current.sim.peak_bytes, &current.recompute_cost);
     // Kept, a group would most likely be alive at the peak: skip it when its
     // bytes exceed the headroom (a filter, not a proof; saves a replay).
     auto eligible = [&](int grp) {
       return !kept_[grp] && GroupBytes(grp) <= budget_ - current.sim.peak_bytes;
     };
-    if (batch_divisor == 0) {  // one at a time
-      for (size_t i = 0; i < std::min(dropped.size(), max_trials); ++i) {
-        int grp = dropped[i];
-        if (!eligible(grp)) continue;
-        kept_[grp] = true;
-        ScoredPlan trial;
-        if (!Score(&trial, /*detailed=*/false)) return false;
-        if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current.recompute_cost)
-          current = std::move(trial);  // live_at_peak is not needed from here on
-        else
-          kept_[grp] = false;
-      }
-      return true;
-    }
     // Large graphs: the 2% drop rounds overshoot and most groups fit back,
     // so try them in batches that double while they fit. After one fails,
     // binary-search how much of it fits (window: the eligible groups from
@@ -511,10 +500,10 @@ class Search {
     const int64_t limit =
         result_->evaluations + std::min<int64_t>(kImproveEvaluations, kImproveOpReplays / ops);
     auto restore_best = [&] { SetDecisions(result_->best); };
-    // Keeps again each dropped group (but `skip`) whose return still fits,
-    // most expensive first, or by_density: most cost per byte first (a
-    // knapsack's two greedy orders); the trials only ask "does it fit".
-    auto keep_again = [&](int skip, int64_t peak, bool by_density) -> bool {
+    // Keeps back the dropped groups (but `skip`) that fit, most expensive
+    // first, or by_density: most cost per byte first (a knapsack's two
+    // greedy orders). plan: the current decisions' score.
+    auto keep_again = [&](int skip, ScoredPlan plan, bool by_density) -> bool {
       std::vector<int> dropped;
       for (size_t grp = 0; grp < groups_.size(); ++grp)
         if (!kept_[grp] && static_cast<int>(grp) != skip) dropped.push_back(static_cast<int>(grp));
@@ -524,18 +513,7 @@ class Search {
       std::stable_sort(dropped.begin(), dropped.end(), [&](int a, int b) {
         return by_density ? density(a) > density(b) : groups_[a].cost > groups_[b].cost;
       });
-      for (int grp : dropped) {
-        if (result_->evaluations >= limit) return true;
-        if (GroupBytes(grp) > budget_ - peak) continue;
-        kept_[grp] = true;
-        ScoredPlan trial;
-        if (!Score(&trial, /*detailed=*/false)) return false;
-        if (trial.sim.peak_bytes <= budget_)
-          peak = trial.sim.peak_bytes;
-        else
-          kept_[grp] = false;
-      }
-      return true;
+      return KeepBack(dropped, dropped.size(), limit, &plan.sim.peak_bytes, &plan.recompute_cost);
     };
     for (bool improved = true; improved && result_->evaluations < limit;) {
       improved = false;
@@ -552,15 +530,8 @@ class Search {
       // Drop one more group alive at the peak, then keep again what fits
       // (trades one dearer drop for several cheaper ones).
       std::vector<std::pair<int64_t, int>> at_peak;  // (-bytes there, group)
-      {
-        std::map<int, int64_t> bytes;
-        for (const LiveBuffer& lb : best.sim.live_at_peak) {
-          int grp = lb.owner >= 0 ? group_of_[lb.owner] : -1;
-          if (grp >= 0 && kept_[grp]) bytes[grp] += lb.bytes;
-        }
-        for (const auto& [grp, b] : bytes) at_peak.emplace_back(-b, grp);
-        std::sort(at_peak.begin(), at_peak.end());
-      }
+      for (const auto& [grp, b] : KeptBytesAtPeak(best, -1)) at_peak.emplace_back(-b, grp);
+      std::sort(at_peak.begin(), at_peak.end());
       for (const auto& [neg_bytes, grp] : at_peak) {
         if (result_->evaluations >= limit) break;
         for (bool by_density : {false, true}) {
@@ -569,7 +540,7 @@ class Search {
           ScoredPlan trial;
           if (!Score(&trial, /*detailed=*/false)) return false;
           if (trial.sim.peak_bytes > budget_) break;
-          if (!keep_again(grp, trial.sim.peak_bytes, by_density)) return false;
+          if (!keep_again(grp, std::move(trial), by_density)) return false;
         }
       }
       improved = result_->best.recompute_cost < before - tolerance;
@@ -594,13 +565,10 @@ class Search {
           // one op (one rerun remakes them all; free when that op is rerun
           // already for a dropped output), else each group.
           std::map<int, std::pair<int64_t, std::vector<int>>> units;  // key: (bytes, groups)
-          for (const LiveBuffer& lb : current.sim.live_at_peak) {
-            int other = lb.owner >= 0 ? group_of_[lb.owner] : -1;
-            if (other < 0 || other == grp || !kept_[other]) continue;
+          for (const auto& [other, b] : KeptBytesAtPeak(current, grp)) {
             auto& unit = units[UnitKey(other)];
-            unit.first += lb.bytes;
-            if (std::find(unit.second.begin(), unit.second.end(), other) == unit.second.end())
-              unit.second.push_back(other);
+            unit.first += b;
+            unit.second.push_back(other);
           }
           const std::vector<int>* pick = nullptr;
           double pick_ratio = -1;
@@ -617,11 +585,37 @@ class Search {
           fits = current.sim.peak_bytes <= budget_;
         }
         if (!fits) continue;
-        if (!keep_again(grp, current.sim.peak_bytes, /*by_density=*/false)) return false;
+        if (!keep_again(grp, std::move(current), /*by_density=*/false)) return false;
       }
       improved = result_->best.recompute_cost < before - tolerance;
     }
     restore_best();
+    return true;
+  }
+
+  // Keeps back, in `order`, each dropped group whose return keeps the peak
+  // within the budget and the cost from rising (keeping more never
+  // recomputes more: a guard). A group whose bytes exceed the headroom would
+  // most likely be alive at the peak: it is skipped unscored (a filter, not
+  // a proof; saves a replay). Looks at the first max_groups of `order`, and
+  // stops once result_->evaluations reaches evaluation_limit. *peak, *cost:
+  // the current decisions', updated.
+  bool KeepBack(const std::vector<int>& order, size_t max_groups, int64_t evaluation_limit,
+                int64_t* peak, double* cost) {
+    for (size_t i = 0; i < std::min(order.size(), max_groups); ++i) {
+      if (result_->evaluations >= evaluation_limit) return true;
+      const int grp = order[i];
+      if (kept_[grp] || GroupBytes(grp) > budget_ - *peak) continue;
+      kept_[grp] = true;
+      ScoredPlan trial;
+      if (!Score(&trial, /*detailed=*/false)) return false;
+      if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= *cost) {
+        *peak = trial.sim.peak_bytes;
+        *cost = trial.recompute_cost;
+      } else {
+        kept_[grp] = false;
+      }
+    }
     return true;
   }
 
@@ -697,6 +691,16 @@ class Search {
     for (const auto& [grp, b] : bytes)
       if (best < 0 || b > bytes[best]) best = grp;
     return best;
+  }
+
+  // Bytes alive at plan's peak by kept group, but `skip`.
+  std::map<int, int64_t> KeptBytesAtPeak(const ScoredPlan& plan, int skip) const {
+    std::map<int, int64_t> bytes;
+    for (const LiveBuffer& lb : plan.sim.live_at_peak) {
+      const int grp = lb.owner >= 0 ? group_of_[lb.owner] : -1;
+      if (grp >= 0 && grp != skip && kept_[grp]) bytes[grp] += lb.bytes;
+    }
+    return bytes;
   }
 
   // Improve's drop unit of a group: its producer op at op granularity (a
@@ -826,8 +830,8 @@ class Search {
     return Stages().num_stages == forward;
   }
 
-  // Recompute cost with the current decisions, without simulating.
-  // Recompute cost with the current decisions, undecided groups kept. With
+  // Recompute cost with the current decisions, undecided groups kept,
+  // without simulating. With
   // orders searched it holds what is recomputed at each use: a held program
   // reruns each op once in any order, and recomputing at each use reruns at
   // least that, so the bound holds for every order.
@@ -925,12 +929,14 @@ class Search {
   // not complete).
   bool ScoreOrders() {
     const std::vector<int> ops = OrderOps();
-    if (ops.size() > kMaxOrderOps) result_->search_complete = false;
-    const uint32_t combos = ops.size() > kMaxOrderOps ? 1u : 1u << ops.size();
+    ScoredPlan plan;
+    if (ops.size() > kMaxOrderOps) {
+      result_->search_complete = false;
+      return Score(&plan, /*detailed=*/false);
+    }
     bool ok = true;
-    for (uint32_t mask = 0; ok && mask < combos; ++mask) {
-      for (size_t i = 0; i < ops.size() && combos > 1; ++i) reverse_[ops[i]] = (mask >> i) & 1;
-      ScoredPlan plan;
+    for (uint32_t mask = 0; ok && mask < (1u << ops.size()); ++mask) {
+      for (size_t i = 0; i < ops.size(); ++i) reverse_[ops[i]] = (mask >> i) & 1;
       ok = Score(&plan, /*detailed=*/false);
     }
     for (int o : ops) reverse_[o] = false;
