@@ -87,6 +87,11 @@ double MeasuredTime(const Graph& g, const Op& op, const CostModel& model) {
 
 }  // namespace
 
+double SacDispatchCost(const CostModel& model) {
+  if (model.objective != Objective::kTime) return 0;
+  return model.sac_dispatch_us >= 0 ? model.sac_dispatch_us : model.device.sac_dispatch_us;
+}
+
 double OpCost(const Graph& g, const Op& op, const CostModel& model) {
   if (model.objective == Objective::kTime) {
     double measured = MeasuredTime(g, op, model);

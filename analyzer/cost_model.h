@@ -40,6 +40,12 @@ struct DevicePreset {
   const char* name;
   double peak_flops;  // FLOP/s: dense (no sparsity) BF16 tensor-core peak
   double bandwidth;   // bytes/s: main memory (HBM or DRAM)
+  // Host time, in microseconds, that selective activation checkpointing
+  // adds per forward op of a module it wraps with a policy, per pass (the
+  // forward and the recomputation each run every op of the module through
+  // a Python dispatch mode, saved ops included). 0 where the host's time
+  // hides behind the device's kernels (not measured: GPUs).
+  double sac_dispatch_us;
 };
 
 // Public datasheet numbers. The BF16 tensor-core peak is used whatever the
@@ -49,16 +55,19 @@ struct DevicePreset {
 inline constexpr DevicePreset kDevicePresets[] = {
     // NVIDIA H100 SXM5 datasheet: BF16 tensor 1,979 TFLOP/s with sparsity,
     // i.e. 989 dense; HBM3 3.35 TB/s.
-    {"h100", 989e12, 3.35e12},
+    {"h100", 989e12, 3.35e12, 0},
     // NVIDIA H200 SXM datasheet: the H100's compute (BF16 1,979 TFLOP/s
     // sparse, 989 dense); HBM3e 4.8 TB/s.
-    {"h200", 989e12, 4.8e12},
+    {"h200", 989e12, 4.8e12, 0},
     // NVIDIA A100 SXM 80GB datasheet: BF16 tensor 312 TFLOP/s dense (624
     // sparse); HBM2e 2,039 GB/s.
-    {"a100", 312e12, 2.039e12},
+    {"a100", 312e12, 2.039e12, 0},
     // A rough desktop CPU (many-core AVX-512 or AVX2, dual-channel DDR5): an
-    // order-of-magnitude figure, not a datasheet.
-    {"cpu", 1e12, 100e9},
+    // order-of-magnitude figure, not a datasheet. SAC's dispatch: measured
+    // with torch 2.14 on one core of a 2-core AMD EPYC VM, models:gpt_small
+    // with every op of its 4 blocks saved, against eager
+    // (bench/sac_dispatch.py; results/sac_dispatch.json).
+    {"cpu", 1e12, 100e9, 105},
 };
 
 // Case-insensitive lookup of a preset by name (h100 h200 a100 cpu).
@@ -73,7 +82,14 @@ struct CostModel {
   // an entry >= 0 wins over time_us and flops under objective time. Empty or
   // < 0: not measured.
   std::vector<double> measured_us;
+  // SAC's host time per op and pass (DevicePreset::sac_dispatch_us); < 0:
+  // the device preset's.
+  double sac_dispatch_us = -1;
 };
+
+// SAC's dispatch cost per forward op of a wrapped module and per pass, in
+// CostUnit(model): sac_dispatch_us under objective time, 0 under flops.
+double SacDispatchCost(const CostModel& model);
 
 // "time_us" or "flops": the unit of OpCost under `model`.
 const char* CostUnit(const CostModel& model);

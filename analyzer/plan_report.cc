@@ -81,7 +81,7 @@ Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_by
   plan.program = best.checkpoint.program;
   plan.modules = result.modules;
   if (options.granularity == Granularity::kSac)
-    plan.sac = SacPolicies(g, best.keep, best.checkpoint.recomputed_ops, plan.modules,
+    plan.sac = SacPolicies(g, best.keep, best.checkpoint.recomputed_ops, result.policy_modules,
                            options.module_depth);
   return plan;
 }
@@ -108,6 +108,10 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   r["algorithm"] = PlanAlgorithmName(result.algorithm);
   r["granularity"] = GranularityName(options.granularity);
   r["modules"] = plan.modules;
+  if (options.granularity == Granularity::kSac) {
+    r["policy_modules"] = result.policy_modules;
+    r["sac_dispatch_cost"] = result.sac_dispatch_cost;
+  }
   r["evaluations"] = result.evaluations;
   r["search_complete"] = result.search_complete;
   r["peak_step"] = sim.peak_step;
@@ -205,9 +209,17 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   if (options.granularity != Granularity::kOp) {
     std::string modules;
     for (const std::string& m : plan.modules) modules += (modules.empty() ? "" : ", ") + m;
-    out += fmt::format("  wrap      {} in checkpoint(){}: {}\n", plan.modules.size(),
-                       options.granularity == Granularity::kSac ? " with a policy" : "",
+    out += fmt::format("  wrap      {} in checkpoint(): {}\n", plan.modules.size(),
                        modules.empty() ? "none" : modules);
+    if (options.granularity == Granularity::kSac && !plan.modules.empty()) {
+      std::string policy;
+      for (const std::string& m : result.policy_modules) policy += (policy.empty() ? "" : ", ") + m;
+      out += result.policy_modules.empty()
+                 ? std::string("  policy    none: each wrapped module recomputes whole\n")
+                 : fmt::format(
+                       "  policy    {} of them ({:.4g} {} of the cost is SAC's dispatch): {}\n",
+                       result.policy_modules.size(), result.sac_dispatch_cost, unit, policy);
+    }
   }
   out += fmt::format(
       "  search    {}{} ({} programs simulated), objective {}, device {}\n",

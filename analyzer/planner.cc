@@ -227,7 +227,15 @@ class Search {
                               err_, /*detailed=*/true, RecomputeGroups(), &result_->best.each_use,
                               &result_->best.reverse_order))
         return false;
+      detailed.recompute_cost += DispatchCharge(detailed.keep);
       result_->best = std::move(detailed);
+    }
+    if (options_.granularity == Granularity::kSac) {
+      result_->sac_dispatch_cost = DispatchCharge(result_->best.keep);
+      const std::vector<bool> policy = ModulesWithPolicy(result_->best.keep);
+      for (size_t m = 0; m < policy.size(); ++m)
+        if (policy[m]) result_->policy_modules.push_back(sac_module_names_[m]);
+      std::sort(result_->policy_modules.begin(), result_->policy_modules.end());
     }
     return true;
   }
@@ -258,6 +266,7 @@ class Search {
       AddToGroup(per_op ? g_.ops[p].id : module, t);
       if (per_op) module_of_group_.resize(groups_.size(), module);
     }
+    if (per_op) SacModules(regions);
     std::unordered_map<std::string, int> region_index;
     region_of_.assign(g_.tensors.size(), -1);
     for (size_t o = 0; o < g_.ops.size(); ++o) {
@@ -274,6 +283,52 @@ class Search {
       if (it == region_index.end()) continue;
       for (int t : op.outputs) region_of_[t] = it->second;
     }
+  }
+
+  // Sac granularity: each group's module, and each module's forward ops
+  // (what SAC's dispatch mode runs through twice when the module has a
+  // policy).
+  void SacModules(const ModuleRegions& regions) {
+    std::unordered_map<std::string, int> index;
+    for (const std::string& module : module_of_group_) {
+      if (index.emplace(module, static_cast<int>(index.size())).second) {
+        sac_module_names_.push_back(module);
+        sac_module_groups_.push_back(0);
+        sac_module_ops_.push_back(0);
+      }
+      ++sac_module_groups_[index[module]];
+      sac_module_of_group_.push_back(index[module]);
+    }
+    for (size_t o = 0; o < g_.ops.size(); ++o) {
+      if (g_.ops[o].phase != Phase::kForward) continue;
+      auto it = index.find(regions.module_of_op[o]);
+      if (it != index.end()) ++sac_module_ops_[it->second];
+    }
+  }
+
+  // Sac granularity, by module: whether `keep` (by tensor) wraps it with a
+  // policy: some of its groups dropped, some kept. A module with every
+  // group dropped is wrapped without one (plain checkpoint()).
+  std::vector<bool> ModulesWithPolicy(const std::vector<bool>& keep) const {
+    std::vector<int> dropped(sac_module_names_.size(), 0);
+    for (size_t grp = 0; grp < sac_module_of_group_.size(); ++grp)
+      dropped[sac_module_of_group_[grp]] += !keep[groups_[grp].tensors[0]];
+    std::vector<bool> policy(dropped.size());
+    for (size_t m = 0; m < dropped.size(); ++m)
+      policy[m] = dropped[m] > 0 && dropped[m] < sac_module_groups_[m];
+    return policy;
+  }
+
+  // SAC's dispatch cost of `keep`: two passes over each module with a
+  // policy (SacDispatchCost per op and pass).
+  double DispatchCharge(const std::vector<bool>& keep) const {
+    const double per_op = SacDispatchCost(options_.cost);
+    if (per_op <= 0 || sac_module_names_.empty()) return 0;
+    const std::vector<bool> policy = ModulesWithPolicy(keep);
+    double charge = 0;
+    for (size_t m = 0; m < policy.size(); ++m)
+      if (policy[m]) charge += 2.0 * per_op * sac_module_ops_[m];
+    return charge;
   }
 
   // Module and sac granularity: each module's tensors recompute together.
@@ -322,6 +377,7 @@ class Search {
     if (!ScoreCheckpointSet(g_, KeepVector(), costs_, options_.accumulation, out, err_, detailed,
                             RecomputeGroups(), &each_use, &reverse_))
       return false;
+    out->recompute_cost += DispatchCharge(out->keep);
     if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {
       lowest_ = *out;
       lowest_modules_ = DroppedModules();
@@ -980,12 +1036,16 @@ class Search {
   std::vector<int> group_of_;
   std::vector<int> region_of_;                // by tensor: recompute group (RecomputeGroups)
   std::vector<std::string> module_of_group_;  // sac granularity: each group's module
-  std::vector<bool> kept_;                    // by group
-  std::vector<bool> each_use_;                // by group: when dropped, recomputed at each use
-  std::vector<bool> each_use_matters_;        // by group (op granularity only)
-  std::vector<bool> order_matters_;           // by op (op granularity only; OrderMatters)
-  std::vector<bool> reverse_;                 // by op: recompute dead inputs last first
-  bool order_search_ = false;                 // some op's order can matter
+  // Sac granularity (SacModules): by module, its name, groups and forward
+  // ops; by group, its module's index.
+  std::vector<std::string> sac_module_names_;
+  std::vector<int> sac_module_groups_, sac_module_ops_, sac_module_of_group_;
+  std::vector<bool> kept_;              // by group
+  std::vector<bool> each_use_;          // by group: when dropped, recomputed at each use
+  std::vector<bool> each_use_matters_;  // by group (op granularity only)
+  std::vector<bool> order_matters_;     // by op (op granularity only; OrderMatters)
+  std::vector<bool> reverse_;           // by op: recompute dead inputs last first
+  bool order_search_ = false;           // some op's order can matter
   ScoredPlan lowest_;
   std::vector<std::string> lowest_modules_;
   ChainStages stages_;

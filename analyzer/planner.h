@@ -116,7 +116,10 @@ const char* PlanAlgorithmName(PlanAlgorithm a);
 // module at module_depth, whose outputs leave it never dropped; a module
 // with a dropped op is recomputed at once as at module granularity, skipping
 // what its policy saves: plans that selective activation checkpointing
-// (sac_policy.h) runs as they are simulated.
+// (sac_policy.h) runs as they are simulated. A module with some ops dropped
+// and some kept gets a policy, which costs SacDispatchCost per forward op of
+// the module in each of its two passes (added to the plan's recompute
+// cost); a module with every op dropped is wrapped plainly, at no such cost.
 enum class Granularity { kOp, kModule, kSac };
 bool ParseGranularity(std::string_view name, Granularity* out);
 const char* GranularityName(Granularity g);
@@ -166,6 +169,12 @@ struct PlanResult {
   double step_cost = 0;                 // cost of one training step, no recompute
   int64_t evaluations = 0;              // programs simulated
   std::vector<std::string> modules;     // module or sac granularity: the modules to wrap
+  // Sac granularity: those of `modules` wrapped with a policy (some of their
+  // ops kept); the others are wrapped plainly, every op recomputed.
+  std::vector<std::string> policy_modules;
+  // Sac granularity: SacDispatchCost for each forward op of policy_modules,
+  // twice; part of best.recompute_cost.
+  double sac_dispatch_cost = 0;
   // false: the exact search hit its limits, or the least peak of an
   // infeasible budget is not proven (see Exact above).
   bool search_complete = true;

@@ -131,7 +131,9 @@ def job(spec, batch, shape, backend, budgets, binary, full):
     tmp = tempfile.mkdtemp(prefix="peers-")
     graph = os.path.join(tmp, "graph.json")
     t = time.time()
-    g = mt.export(model, inputs, target, name=spec)
+    # Op times measured on this CPU (one thread): the planner's recompute costs.
+    g = mt.export(model, inputs, target, name=spec, times=True)
+    row["memplan_op_seconds"] = sum(o.get("time_us", 0) for o in g["ops"]) / 1e6
     with open(graph, "w") as f:
         f.write(mt.dumps(g))
     row["export_seconds"] = round(time.time() - t, 1)
@@ -211,6 +213,7 @@ def memplan_plans(spec, granularity, comp, row, graph, tmp, depth, inputs, targe
         p["fits_predicted"] = proc.returncode == 0
         p["predicted_peak_bytes"] = pj["predicted"]["peak_bytes"]
         p["predicted_recompute_overhead"] = rj.get("recompute_overhead")
+        p["policy_modules"] = rj.get("policy_modules", [])
         p["modules"] = pj.get("modules", [])
         try:
             m = mt.load_model(spec)
@@ -416,8 +419,14 @@ def write_md(doc, path):
              "alternating keeps both under the same load; still, single figures move by ±10%. "
              "For torch.compile the overhead is against eager too (compiling also changes the "
              "kernels). memplan's predictions come from one `memplan_torch.export` of the eager "
-             "step per model; its plans use `--device cpu` (recompute costed with the CPU "
-             "roofline) and `--budget-of allocated`.\n")
+             "step per model, with each op's time measured as it exports (`export(times=True)`: "
+             "one thread, the least of 3 runs; their sum is given beside the eager step): its "
+             "plans use `--device cpu --budget-of allocated`, those times as recompute costs, "
+             "and SAC's dispatch charged at the cpu preset's 105 µs per forward op of each "
+             "module with a policy, per pass (`bench/sac_dispatch.py`: calibrated on "
+             "models:gpt_small, every op of its 4 blocks saved; the same measure gives 85 µs "
+             "on the hf gpt2 and 43 µs on resnet18, where it is 7 ms of a 1.07 s step). The predicted overhead is that recompute cost, dispatch included, over "
+             "the summed op times.\n")
     rows = doc["rows"]
 
     # ---- summary
@@ -455,7 +464,8 @@ def write_md(doc, path):
              "measured peak relative to the eager baseline's, times memplan's predicted "
              "baseline. *memplan sac*: `memplan plan --granularity sac` (op decisions inside "
              "modules, applied as selective activation checkpointing by `memplan_torch."
-             "apply_plan`); *memplan module*: `--granularity module` (whole modules in "
+             "apply_plan`; a module whose ops all recompute is wrapped plainly, without a "
+             "policy: *wraps N, M with a policy*); *memplan module*: `--granularity module` (whole modules in "
              "`torch.utils.checkpoint`); both run eagerly. *Fits*: the measured peak within "
              "the budget (+0.1%); *exit 3*: memplan found no plan under the budget and the "
              "plan applied is its lowest. ↑ marks a measured peak above the previous row's "
@@ -473,7 +483,8 @@ def write_md(doc, path):
                  f"{mib(row['memplan_baseline_predicted_bytes'])}, "
                  f"{pct2(rel(row['memplan_baseline_predicted_bytes'], e['peak_bytes']))}), "
                  f"eager step {sec(e['step_seconds'])} s ({sec(e.get('step_seconds_end'))} s when "
-                 f"timed again at the end of the job); {row['params']:,} parameters; "
+                 f"timed again at the end of the job; its ops' measured times sum to "
+                 f"{sec(row.get('memplan_op_seconds'))} s); {row['params']:,} parameters; "
                  f"memplan modules at depth {row['module_depth']}.\n")
         L.append("| budget | compile s | torch.compile peak MiB (vs eager) | step s (overhead) "
                  "| memplan budget MiB | memplan sac: predicted / measured MiB | fits | step s "
@@ -493,9 +504,13 @@ def write_md(doc, path):
                 f"no ({pct(p['measured_vs_budget'])})"
             if not p.get("fits_predicted", True):
                 fits += "; exit 3"
+            wraps = ""
+            if p.get("granularity") == "sac":
+                wraps = f"; wraps {len(p.get('modules', []))}, {len(p.get('policy_modules', []))} " \
+                        "with a policy"
             return (f"{mib(p['predicted_peak_bytes'])} / {mib(p['measured_peak_bytes'])}{up} | "
                     f"{fits} | {sec(p['step_seconds'])} ({pct(p['overhead'])}; "
-                    f"{pct(p.get('predicted_recompute_overhead'))})")
+                    f"{pct(p.get('predicted_recompute_overhead'))}{wraps})")
 
         for r, p, pm in zip(row["compile"], row["memplan"], row["memplan_module"]):
             if "error" in r:

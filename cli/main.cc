@@ -194,7 +194,8 @@ struct PlanFlags {
   std::string budget_of, alloc_conf;  // budget_of "": device with --device, else allocated
   std::string device_conf;
   bool device_given = false;
-  std::string costs;  // memplan.costs/1: measured op times
+  std::string costs;            // memplan.costs/1: measured op times
+  double sac_dispatch_us = -1;  // < 0: the device preset's
   int module_depth = 2;
   int sweep = 0;
   int top = 10;
@@ -304,6 +305,7 @@ int RunPlan(const PlanFlags& f) {
   if (!ParsePlanAlgorithm(f.algorithm, &options.algorithm)) return Error("bad --algorithm");
   if (!ParseGranularity(f.granularity, &options.granularity)) return Error("bad --granularity");
   options.module_depth = f.module_depth;
+  options.cost.sac_dispatch_us = f.sac_dispatch_us;
   // The whole device's memory: with --device h100|h200|a100 given.
   alloc::DeviceMemory device_memory;
   bool with_device = false;
@@ -736,6 +738,10 @@ int Main(int argc, char** argv) {
                 "otherwise")
       ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}))
       ->capture_default_str();
+  p->add_option("--sac-dispatch-us", plan.sac_dispatch_us,
+                "--granularity sac: host time SAC adds per forward op of a module it wraps "
+                "with a policy, per pass (default: the --device preset's; 0 on GPUs)")
+      ->check(CLI::NonNegativeNumber);
   p->add_option("--accumulation", plan.accumulation,
                 "gradient accumulation: auto (in place wherever legal), inplace, out_of_place, "
                 "deferred")

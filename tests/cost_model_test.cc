@@ -57,6 +57,15 @@ TEST_CASE("cost: device presets by name, case-insensitive; unknown names rejecte
   CHECK_FALSE(FindDevicePreset("h1000", &d));
   CHECK(std::string(d.name) == untouched.name);
   CHECK(DevicePresetNames() == "h100, h200, a100, cpu");
+  // SAC's dispatch: the preset's (measured on the CPU, 0 on GPUs) unless
+  // given; nothing under objective flops.
+  CHECK(SacDispatchCost(Model(Objective::kTime, "cpu")) == 105);
+  CHECK(SacDispatchCost(Model(Objective::kTime, "h100")) == 0);
+  CostModel given = Model(Objective::kTime, "h100");
+  given.sac_dispatch_us = 25;
+  CHECK(SacDispatchCost(given) == 25);
+  given.objective = Objective::kFlops;
+  CHECK(SacDispatchCost(given) == 0);
   CHECK(std::string(CostModel().device.name) == "h100");
   CHECK(CostModel().objective == Objective::kTime);
   CHECK(std::string(CostUnit(Model(Objective::kTime))) == "time_us");

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "analyzer/baselines.h"
@@ -419,6 +420,70 @@ TEST_CASE("planner: sac granularity decides per op inside modules, and its polic
       for (int u : candidates)
         if (g.tensors[t].producer == g.tensors[u].producer) CHECK(keep[t] == keep[u]);
   }
+}
+
+TEST_CASE("planner: sac granularity charges SAC's dispatch to modules with a policy only") {
+  JointGraph jg;
+  std::string err;
+  REQUIRE(
+      LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg, &err));
+  const Graph& g = jg.graph;
+  const int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+  const ModuleRegions regions = FindModuleRegions(g, 2);
+  auto forward_ops = [&](const std::string& module) {
+    int n = 0;
+    for (size_t o = 0; o < g.ops.size(); ++o)
+      n += g.ops[o].phase == Phase::kForward && regions.module_of_op[o] == module;
+    return n;
+  };
+  PlannerOptions module;
+  module.granularity = Granularity::kModule;
+  for (int pct : {90, 70}) {
+    CAPTURE(pct);
+    const int64_t budget = baseline * pct / 100;
+    PlanResult by_module;
+    REQUIRE(PlanCheckpoints(g, budget, module, &by_module, &err));
+    REQUIRE(by_module.feasible);
+    int policies_seen = 0;
+    for (double per_op : {0.0, 1e-4, 1e-2, 1.0, 1e6}) {
+      CAPTURE(per_op);
+      PlannerOptions sac;
+      sac.granularity = Granularity::kSac;
+      sac.cost.sac_dispatch_us = per_op;
+      PlanResult r;
+      REQUIRE(PlanCheckpoints(g, budget, sac, &r, &err));
+      REQUIRE(r.feasible);
+      CHECK(r.best.sim.peak_bytes <= budget);
+      // Policy modules are wrapped ones; the charge is two passes over each.
+      double expected = 0;
+      for (const std::string& m : r.policy_modules) {
+        CHECK(std::find(r.modules.begin(), r.modules.end(), m) != r.modules.end());
+        expected += 2 * per_op * forward_ops(m);
+      }
+      CHECK(r.sac_dispatch_cost == doctest::Approx(expected));
+      CHECK(r.best.recompute_cost ==
+            doctest::Approx(r.best.sim.recompute_cost + r.sac_dispatch_cost));
+      // The module plan is a sac plan without policies: never beaten by more
+      // than the charge allows, never dearer.
+      CHECK(r.best.recompute_cost <= by_module.best.recompute_cost + 1e-9);
+      if (per_op == 0.0) policies_seen = static_cast<int>(r.policy_modules.size());
+      if (per_op == 1e6) {
+        CHECK(r.policy_modules.empty());
+        CHECK(r.sac_dispatch_cost == 0);
+      }
+    }
+    // Free dispatch: op decisions inside modules are worth a policy here.
+    CHECK(policies_seen > 0);
+  }
+  // Under objective flops the dispatch costs nothing.
+  PlannerOptions flops;
+  flops.granularity = Granularity::kSac;
+  flops.cost.objective = Objective::kFlops;
+  flops.cost.sac_dispatch_us = 1e6;
+  PlanResult r;
+  REQUIRE(PlanCheckpoints(g, baseline * 70 / 100, flops, &r, &err));
+  CHECK(r.sac_dispatch_cost == 0);
+  CHECK_FALSE(r.policy_modules.empty());
 }
 
 TEST_CASE("planner: a budget sweep never costs less at a smaller budget") {

@@ -53,6 +53,7 @@ import json
 import operator
 import os
 import sys
+import time
 
 import torch
 import torch.fx
@@ -559,6 +560,34 @@ class Recorder(torch.fx.Interpreter):
         return v
 
 
+class Timer(torch.fx.Interpreter):
+    """Runs a graph on real tensors and keeps each call's wall time (seconds)
+    by node name, the least over the runs so far."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.seconds = {}
+
+    def run_node(self, n):
+        if n.op != "call_function":
+            return super().run_node(n)
+        t = time.perf_counter()
+        v = super().run_node(n)
+        dt = time.perf_counter() - t
+        self.seconds[n.name] = min(dt, self.seconds.get(n.name, dt))
+        return v
+
+
+def op_times(gm, args, repeats=3):
+    """{fx node name: seconds of one run}: the least of `repeats` runs of the
+    graph on one thread (the caller's), after the caller's own warm-up run."""
+    timer = Timer(gm)
+    for _ in range(repeats):
+        torch.manual_seed(SEED + 3)
+        timer.run(*args)
+    return timer.seconds
+
+
 def op_workspaces(prof):
     """{fx node name: transient bytes} from a profile of Recorder runs: the
     highest running sum of the CPU allocations made while the node ran, less
@@ -698,7 +727,8 @@ def _conv_groups(node):
     return node.args[k]
 
 
-def convert(graphs, primals, name, style="joint", target_device="cpu", measure_workspace=True):
+def convert(graphs, primals, name, style="joint", target_device="cpu", measure_workspace=True,
+            measure_times=False):
     fw_gm, fw_args = graphs["fw"]
     bw_gm, _ = graphs["bw"]
     fw_ph = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
@@ -729,10 +759,14 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
             n_mut = len(fw_outs) - n_saved - n_user
             fw_outs = fw_outs[n_mut:]
             tangents = [torch.ones_like(o) for o in fw_outs[:n_user]]
+            bw_args = list(fw_outs[n_user:]) + tangents
             with profiled() as prof:
                 bw_run = Recorder(bw_gm)
-                bw_run.run(*(list(fw_outs[n_user:]) + tangents))
+                bw_run.run(*bw_args)
             ws_bw = ws_of(prof)
+            if measure_times and not on_meta:
+                # Each graph has run once above (the warm-up).
+                secs = {"forward": op_times(fw_gm, fw_args), "backward": op_times(bw_gm, bw_args)}
     finally:
         torch.set_num_threads(prev_threads)
     values = {**fw_run.values, **bw_run.values}
@@ -893,6 +927,8 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
             groups = _conv_groups(node)
             if groups > 1:
                 op["groups"] = groups  # for workspace.py's rules
+            if measure_times and not on_meta and node.name in secs[phase]:
+                op["time_us"] = round(secs[phase][node.name] * 1e6, 3)
             ws = (ws_fw if phase == "forward" else ws_bw).get(node.name, 0)
             if ws >= WORKSPACE_MIN:
                 op["workspace_bytes"] = ws
@@ -1080,7 +1116,7 @@ def sink_backward_views(ops, tensors):
 
 def export(model, example_inputs, target=None, style="joint", name="model",
            partition_fn=default_partition, with_stats=False, record_inplace=True,
-           target_device="cpu", workspace="rules"):
+           target_device="cpu", workspace="rules", times=False):
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
@@ -1088,7 +1124,9 @@ def export(model, example_inputs, target=None, style="joint", name="model",
     in-place ops then allocate, as in a compiled step). workspace: per-op
     scratch from "rules" (workspace.py: shapes and device), "measure"d by
     replaying the step on this CPU (torch.profiler; the tests' oracle), or
-    "none". target_device: where
+    "none". times=True: each op's time_us measured by replaying the traced
+    graphs on this CPU (one thread, the least of 3 runs after a warm-up; the
+    planner's costs then, instead of its roofline). target_device: where
     the eager step will run ("cpu" or "cuda"; the graph is traced on this
     CPU either way): eager kernels that differ (dropout) follow it."""
     if target_device not in ("cpu", "cuda"):
@@ -1109,7 +1147,7 @@ def export(model, example_inputs, target=None, style="joint", name="model",
     graphs, primals = capture(model, inputs, target, partition_fn, record_inplace)
     PROGRESS("converting")
     graph, stats = convert(graphs, primals, name, style, target_device,
-                           measure_workspace=workspace == "measure")
+                           measure_workspace=workspace == "measure", measure_times=times)
     if workspace == "rules":
         import workspace as workspace_rules
         stats["workspace_ops"] = workspace_rules.apply_rules(graph, target_device)
@@ -1571,6 +1609,10 @@ def main(argv=None):
     ex.add_argument("--measure-workspace", action="store_true",
                     help="per-op scratch measured by replaying the step on this CPU "
                          "(--device cpu only) instead of workspace.py's rules")
+    ex.add_argument("--measure-times", action="store_true",
+                    help="each op's time_us measured by replaying the step's graphs on this "
+                         "CPU, one thread (--device cpu --static only): memplan plans with "
+                         "these times instead of its roofline")
     ex.add_argument("--partition", choices=("default", "min_cut"), default="default",
                     help="aot partitioner (joint style): default saves what the backward "
                          "reads; min_cut is PyTorch's rematerializing partitioner")
@@ -1609,6 +1651,11 @@ def _run_command(args):
                              "--device cpu")
         kw = {"target_device": "cpu" if args.device in ("cpu", "meta") else "cuda",
               "workspace": "measure" if args.measure_workspace else "rules"}
+        if args.measure_times:
+            if args.device != "cpu" or not args.static:
+                raise ValueError("--measure-times replays the step on this CPU at one size: it "
+                                 "needs --device cpu and --static")
+            kw["times"] = True
         if args.static:
             if args.seq is not None:
                 inputs = example_inputs(model, args.batch, args.input_shape, seq=args.seq)

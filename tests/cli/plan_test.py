@@ -158,9 +158,60 @@ def main():
             tty = subprocess.run([script, "-qc", line.replace(" >/dev/null", " -q >/dev/null"),
                                   "/dev/null"], capture_output=True, text=True, cwd=ROOT)
             c.check("progress: -q silences it", "planning" not in tty.stdout, repr(tty.stdout))
+        test_sac_dispatch(c, memplan, tmp)
         test_milp_rows(c, memplan, tmp)
     print(f"{c.passed} passed, {c.failed} failed")
     return 0 if c.failed == 0 else 1
+
+
+def test_sac_dispatch(c, memplan, tmp):
+    """--granularity sac: SAC's dispatch is charged per forward op of each
+    module with a policy, twice (--sac-dispatch-us); modules that recompute
+    whole are wrapped plainly (listed in modules, not in the plan's sac)."""
+    graph = "examples/gpt_tiny.graph.json"
+    budget = str(142925421)  # 90% of the baseline
+    plans = {}
+    for us in ("0", "0.01", "1000"):
+        plan, rep = os.path.join(tmp, f"sac{us}.json"), os.path.join(tmp, f"sac{us}.rep.json")
+        rc, out, err = run(memplan, "plan", graph, "--budget", budget, "--granularity", "sac",
+                           "--sac-dispatch-us", us, "-o", plan, "--json", rep)
+        c.check(f"sac dispatch {us} us: exit 0", rc == 0, err)
+        if rc != 0:
+            return
+        r, p = json.load(open(rep)), json.load(open(plan))
+        plans[us] = (r, p, out)
+        c.check(f"sac dispatch {us} us: the plan's sac regions are the policy modules",
+                [x["module"] for x in p.get("sac", [])] == r["policy_modules"]
+                and set(r["policy_modules"]) <= set(r["modules"]), json.dumps(r["modules"]))
+        for schema, f in (("report", rep), ("plan", plan)):
+            rc2, out2, err2 = run(sys.executable, VALIDATE,
+                                  os.path.join("schemas", f"{schema}.schema.json"), f)
+            c.check(f"sac dispatch {us} us: {schema} validates", rc2 == 0, out2 + err2)
+        rc2, out2, err2 = run(memplan, "verify", graph, plan, "-q")
+        c.check(f"sac dispatch {us} us: verify accepts the plan", rc2 == 0, err2)
+    free, some, dear = plans["0"][0], plans["0.01"][0], plans["1000"][0]
+    # gpt_tiny's modules h.0 and h.1 have 20 forward ops each.
+    c.check("sac dispatch: free, both modules get a policy at no charge",
+            free["policy_modules"] == ["h.0", "h.1"] and free["sac_dispatch_cost"] == 0,
+            json.dumps(free["policy_modules"]))
+    c.check("sac dispatch 0.01 us: 2 passes x 40 ops x 0.01 us charged on top of the free plan",
+            some["policy_modules"] == ["h.0", "h.1"]
+            and abs(some["sac_dispatch_cost"] - 0.8) < 1e-9
+            and abs(some["predicted"]["recompute_cost"]
+                    - free["predicted"]["recompute_cost"] - 0.8) < 1e-9,
+            json.dumps(some["predicted"]))
+    c.check("sac dispatch 1000 us: no policy, a plain wrap",
+            dear["policy_modules"] == [] and dear["sac_dispatch_cost"] == 0
+            and dear["modules"] == ["h.1"] and "sac" not in plans["1000"][1],
+            json.dumps(dear["modules"]))
+    c.check("sac dispatch: the summary says which modules get a policy",
+            "\n  wrap      2 in checkpoint(): h.0, h.1\n  policy    2 of them (0.8 time_us of the "
+            "cost is SAC's dispatch): h.0, h.1\n" in plans["0.01"][2]
+            and "\n  wrap      1 in checkpoint(): h.1\n  policy    none: each wrapped module "
+            "recomputes whole\n" in plans["1000"][2], plans["0.01"][2] + plans["1000"][2])
+    rc, out, err = run(memplan, "plan", graph, "--budget", budget, "--granularity", "sac",
+                       "--sac-dispatch-us", "-1")
+    c.check("--sac-dispatch-us -1: exit 2", rc == 2 and "--sac-dispatch-us" in err, err)
 
 
 # Rows of bench/results/checkmate.md (bench/checkmate.sh: a Checkmate-style MILP solved with
