@@ -200,6 +200,7 @@ class Search {
       if (!EveryModuleSeed()) return false;
       if (!Greedy(std::move(baseline))) return false;
       if (!Improve()) return false;
+      if (!PlainWraps()) return false;
     }
     // Below the floor nothing fits: no need to search for a cheap set. The
     // least peak is still reported exactly when the sets are few enough to
@@ -540,6 +541,26 @@ class Search {
         batch = window / 2;
       }
     }
+    return true;
+  }
+
+  // Sac granularity, when SAC's dispatch costs something: each module the
+  // best plan gives a policy, in turn, recomputed whole instead (no policy,
+  // no charge), kept when that fits and costs less. At most one program per
+  // module.
+  bool PlainWraps() {
+    if (options_.granularity != Granularity::kSac || !result_->feasible ||
+        SacDispatchCost(options_.cost) <= 0)
+      return true;
+    for (size_t m = 0; m < sac_module_names_.size(); ++m) {
+      if (!ModulesWithPolicy(result_->best.keep)[m]) continue;
+      SetDecisions(result_->best);
+      for (size_t grp = 0; grp < sac_module_of_group_.size(); ++grp)
+        if (sac_module_of_group_[grp] == static_cast<int>(m)) kept_[grp] = false;
+      ScoredPlan trial;
+      if (!Score(&trial, /*detailed=*/false)) return false;  // keeps it when cheaper
+    }
+    SetDecisions(result_->best);
     return true;
   }
 
