@@ -159,9 +159,29 @@ def main():
                                   "/dev/null"], capture_output=True, text=True, cwd=ROOT)
             c.check("progress: -q silences it", "planning" not in tty.stdout, repr(tty.stdout))
         test_sac_dispatch(c, memplan, tmp)
+        test_stalled_drop_rounds(c, memplan, tmp)
         test_milp_rows(c, memplan, tmp)
     print(f"{c.passed} passed, {c.failed} failed")
     return 0 if c.failed == 0 else 1
+
+
+def test_stalled_drop_rounds(c, memplan, tmp):
+    """The 10k-op transformer at the tightest hand-written set's peak (block2,
+    264.74 MiB): the greedy's 2% drop rounds start raising the peak after
+    about 41 rounds; they stop when stalled, not at their cap of 472, and the
+    plan is that set (1847 us), in 50 programs (about 480 before the stall
+    test: the cap alone)."""
+    path = os.path.join(tmp, "transformer10000.graph.json")
+    rc, out, err = run(sys.executable, os.path.join("bench", "gen_graph.py"), "--ops", "10000",
+                       "--shape", "transformer", "-o", path)
+    c.check("gen_graph transformer:10000", rc == 0, err)
+    report = os.path.join(tmp, "stall.json")
+    rc, out, err = run(memplan, "plan", path, "--budget", "277602052", "--json", report, "-q")
+    r = json.load(open(report)) if rc == 0 else {}
+    c.check("transformer:10000 at block2's peak: fits at block2's cost after at most 60 programs",
+            rc == 0 and abs(r["predicted"]["recompute_cost"] - 1847) < 1
+            and r["evaluations"] <= 60, f"exit {rc}: {json.dumps(r.get('predicted'))}, "
+            f"{r.get('evaluations')} programs")
 
 
 def test_sac_dispatch(c, memplan, tmp):
