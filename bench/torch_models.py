@@ -26,7 +26,6 @@ Usage: bench/torch_models.py [--memplan build/cli/memplan] [--models a,b]
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,14 +64,7 @@ def analyze(binary, graph, batch):
 
 
 def step_seconds(mt, torch, model, inputs, target, repeats=3):
-    torch.set_num_threads(1)
-    times = []
-    for _ in range(repeats + 1):
-        model.zero_grad(set_to_none=True)
-        t = time.perf_counter()
-        mt.step_loss(model, inputs, target).backward()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times[1:])
+    return mt.step_seconds(model, inputs, target, repeats)
 
 
 def one(spec, binary, plans_only=False):

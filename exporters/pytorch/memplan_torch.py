@@ -1513,6 +1513,21 @@ def _peak_stack(prof):
     return top[1] - start, " > ".join(top[3]) or None
 
 
+def step_seconds(model, inputs, target, repeats=3):
+    """Median wall time of `repeats` eager training steps (grads None,
+    forward, loss, backward) after one warm-up step, one intra-op thread."""
+    torch.set_num_threads(1)
+    times = []
+    for _ in range(repeats + 1):
+        model.zero_grad(set_to_none=True)
+        t = time.perf_counter()
+        step_loss(model, inputs, target).backward()
+        times.append(time.perf_counter() - t)
+    times = sorted(times[1:])
+    mid = len(times) // 2
+    return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+
+
 def measure(model, example_inputs, target=None, plan=None, threads=1):
     """Peak memory of one eager CPU training step (forward, loss, backward,
     .grad None before), after one unmeasured warm-up step. With `plan`, the

@@ -196,18 +196,6 @@ def symbolic_case(check, binary, tmp, spec, sizes):
               p.stdout[-300:] + p.stderr[-300:])
 
 
-def step_seconds(model, inputs, target, repeats=3):
-    import time
-    torch.set_num_threads(1)
-    times = []
-    for _ in range(repeats + 1):
-        model.zero_grad(set_to_none=True)
-        t = time.perf_counter()
-        mt.step_loss(model, inputs, target).backward()
-        times.append(time.perf_counter() - t)
-    return sorted(times[1:])[repeats // 2]
-
-
 def timed_sac_checks(check, binary, name, stem, spec, batch, shape, depth, baseline_pred):
     """export(times=True) measures each op's time_us; with them, `plan
     --granularity sac --device cpu` charges SAC's dispatch per forward op of
@@ -218,7 +206,7 @@ def timed_sac_checks(check, binary, name, stem, spec, batch, shape, depth, basel
     graph = mt.export(model, inputs, target, name=spec, workspace="measure", times=True)
     traced = [o for o in graph["ops"] if not o["id"].endswith(".seed")]
     total_us = sum(o.get("time_us", 0) for o in traced)
-    eager_us = 1e6 * step_seconds(model, inputs, target)
+    eager_us = 1e6 * mt.step_seconds(model, inputs, target)
     # A sanity band, not a performance target: one thread either way.
     check(f"{name}: times=True gives every traced op a time_us, summing to the eager step's "
           "order (x1/4 to x4)",
