@@ -207,18 +207,20 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   out += fmt::format("  keep      {} tensors ({}) for the backward\n", plan.saved.size(),
                      FormatBytes(Bytes(g, plan.saved)));
   if (options.granularity != Granularity::kOp) {
-    std::string modules;
-    for (const std::string& m : plan.modules) modules += (modules.empty() ? "" : ", ") + m;
+    auto joined = [](const std::vector<std::string>& names) {
+      std::string s;
+      for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+      return s;
+    };
     out += fmt::format("  wrap      {} in checkpoint(): {}\n", plan.modules.size(),
-                       modules.empty() ? "none" : modules);
+                       plan.modules.empty() ? "none" : joined(plan.modules));
     if (options.granularity == Granularity::kSac && !plan.modules.empty()) {
-      std::string policy;
-      for (const std::string& m : result.policy_modules) policy += (policy.empty() ? "" : ", ") + m;
       out += result.policy_modules.empty()
                  ? std::string("  policy    none: each wrapped module recomputes whole\n")
                  : fmt::format(
                        "  policy    {} of them ({:.4g} {} of the cost is SAC's dispatch): {}\n",
-                       result.policy_modules.size(), result.sac_dispatch_cost, unit, policy);
+                       result.policy_modules.size(), result.sac_dispatch_cost, unit,
+                       joined(result.policy_modules));
     }
   }
   out += fmt::format(

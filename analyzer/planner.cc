@@ -260,14 +260,15 @@ class Search {
   void ModuleGroups() {
     const ModuleRegions regions = FindModuleRegions(g_, options_.module_depth);
     const bool per_op = options_.granularity == Granularity::kSac;
+    std::vector<std::string> module_of_group;  // sac granularity
     for (int t : candidates_) {
       const int p = g_.tensors[t].producer;
       const std::string& module = regions.module_of_op[p];
       if (module.empty() || regions.escapes[t]) continue;
       AddToGroup(per_op ? g_.ops[p].id : module, t);
-      if (per_op) module_of_group_.resize(groups_.size(), module);
+      if (per_op) module_of_group.resize(groups_.size(), module);
     }
-    if (per_op) SacModules(regions);
+    if (per_op) SacModules(regions, module_of_group);
     std::unordered_map<std::string, int> region_index;
     region_of_.assign(g_.tensors.size(), -1);
     for (size_t o = 0; o < g_.ops.size(); ++o) {
@@ -286,18 +287,16 @@ class Search {
     }
   }
 
-  // Sac granularity: each group's module, and each module's forward ops
-  // (what SAC's dispatch mode runs through twice when the module has a
-  // policy).
-  void SacModules(const ModuleRegions& regions) {
+  // Sac granularity: each group's module (from module_of_group, by group),
+  // and each module's forward ops (what SAC's dispatch mode runs through
+  // twice when the module has a policy).
+  void SacModules(const ModuleRegions& regions, const std::vector<std::string>& module_of_group) {
     std::unordered_map<std::string, int> index;
-    for (const std::string& module : module_of_group_) {
+    for (const std::string& module : module_of_group) {
       if (index.emplace(module, static_cast<int>(index.size())).second) {
         sac_module_names_.push_back(module);
-        sac_module_groups_.push_back(0);
         sac_module_ops_.push_back(0);
       }
-      ++sac_module_groups_[index[module]];
       sac_module_of_group_.push_back(index[module]);
     }
     for (size_t o = 0; o < g_.ops.size(); ++o) {
@@ -311,12 +310,14 @@ class Search {
   // policy: some of its groups dropped, some kept. A module with every
   // group dropped is wrapped without one (plain checkpoint()).
   std::vector<bool> ModulesWithPolicy(const std::vector<bool>& keep) const {
-    std::vector<int> dropped(sac_module_names_.size(), 0);
-    for (size_t grp = 0; grp < sac_module_of_group_.size(); ++grp)
+    std::vector<int> dropped(sac_module_names_.size(), 0), groups(sac_module_names_.size(), 0);
+    for (size_t grp = 0; grp < sac_module_of_group_.size(); ++grp) {
+      ++groups[sac_module_of_group_[grp]];
       dropped[sac_module_of_group_[grp]] += !keep[groups_[grp].tensors[0]];
+    }
     std::vector<bool> policy(dropped.size());
     for (size_t m = 0; m < dropped.size(); ++m)
-      policy[m] = dropped[m] > 0 && dropped[m] < sac_module_groups_[m];
+      policy[m] = dropped[m] > 0 && dropped[m] < groups[m];
     return policy;
   }
 
@@ -362,8 +363,9 @@ class Search {
     if (options_.granularity == Granularity::kOp) return names;
     for (size_t i = 0; i < groups_.size(); ++i)
       if (!kept_[i])
-        names.push_back(options_.granularity == Granularity::kSac ? module_of_group_[i]
-                                                                  : groups_[i].name);
+        names.push_back(options_.granularity == Granularity::kSac
+                            ? sac_module_names_[sac_module_of_group_[i]]
+                            : groups_[i].name);
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
     return names;
@@ -1082,12 +1084,11 @@ class Search {
   std::vector<Group> groups_;
   std::map<std::string, int> group_index_;
   std::vector<int> group_of_;
-  std::vector<int> region_of_;                // by tensor: recompute group (RecomputeGroups)
-  std::vector<std::string> module_of_group_;  // sac granularity: each group's module
-  // Sac granularity (SacModules): by module, its name, groups and forward
-  // ops; by group, its module's index.
+  std::vector<int> region_of_;  // by tensor: recompute group (RecomputeGroups)
+  // Sac granularity (SacModules): by module, its name and forward ops; by
+  // group, its module's index.
   std::vector<std::string> sac_module_names_;
-  std::vector<int> sac_module_groups_, sac_module_ops_, sac_module_of_group_;
+  std::vector<int> sac_module_ops_, sac_module_of_group_;
   std::vector<bool> kept_;              // by group
   std::vector<bool> each_use_;          // by group: when dropped, recomputed at each use
   std::vector<bool> each_use_matters_;  // by group (op granularity only)

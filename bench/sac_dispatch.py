@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 
@@ -30,6 +29,7 @@ from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,  # noqa: E402
                                     create_selective_checkpoint_contexts)
 
 import memplan_torch as mt  # noqa: E402
+import peers  # noqa: E402  (paired_seconds: steps alternated with eager ones)
 import torch_models as tm  # noqa: E402
 
 # name -> (spec, batch, input shape, module depth): bench/peers.py's models.
@@ -39,13 +39,6 @@ MODELS = {
     "resnet18": ("torchvision:resnet18", 16, (3, 112, 112), 2),
 }
 CALIBRATION = "gpt"  # the model the preset's figure comes from
-
-
-def step(model, inputs, target):
-    model.zero_grad(set_to_none=True)
-    t = time.perf_counter()
-    mt.step_loss(model, inputs, target).backward()
-    return time.perf_counter() - t
 
 
 def save_everything(model, paths):
@@ -74,12 +67,9 @@ def measure(name):
     save_everything(wrapped, modules)
     rounds = []
     for _ in range(3):
-        step(wrapped, inputs, target), step(model, inputs, target)
-        xs, rs = [], []
-        for _ in range(5):
-            xs.append(step(wrapped, inputs, target))
-            rs.append(step(model, inputs, target))
-        rounds.append((statistics.median(xs), statistics.median(rs)))
+        peers.paired_seconds(mt, torch, wrapped, model, inputs, target, repeats=1)  # warm-up
+        r = peers.paired_seconds(mt, torch, wrapped, model, inputs, target, repeats=5)
+        rounds.append((r["step_seconds"], r["eager_step_seconds"]))
     sac, eager = sorted(rounds, key=lambda r: r[0] - r[1])[1]
     return {"model": spec, "batch": batch, "module_depth": depth, "modules": modules,
             "forward_ops": ops, "eager_step_seconds": eager, "sac_step_seconds": sac,

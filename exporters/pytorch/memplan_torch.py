@@ -52,6 +52,7 @@ import inspect
 import json
 import operator
 import os
+import statistics
 import sys
 import time
 
@@ -739,6 +740,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
     from torch.profiler import ProfilerActivity, profile
     on_meta = any(isinstance(a, torch.Tensor) and a.is_meta for a in fw_args)
     measure_workspace = measure_workspace and not on_meta
+    measure_times = measure_times and not on_meta
     profiled = (lambda: profile(activities=[ProfilerActivity.CPU], profile_memory=True)) \
         if measure_workspace else contextlib.nullcontext
     ws_of = op_workspaces if measure_workspace else (lambda prof: {})
@@ -764,7 +766,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
                 bw_run = Recorder(bw_gm)
                 bw_run.run(*bw_args)
             ws_bw = ws_of(prof)
-            if measure_times and not on_meta:
+            if measure_times:
                 # Each graph has run once above (the warm-up).
                 secs = {"forward": op_times(fw_gm, fw_args), "backward": op_times(bw_gm, bw_args)}
     finally:
@@ -927,7 +929,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
             groups = _conv_groups(node)
             if groups > 1:
                 op["groups"] = groups  # for workspace.py's rules
-            if measure_times and not on_meta and node.name in secs[phase]:
+            if measure_times and node.name in secs[phase]:
                 op["time_us"] = round(secs[phase][node.name] * 1e6, 3)
             ws = (ws_fw if phase == "forward" else ws_bw).get(node.name, 0)
             if ws >= WORKSPACE_MIN:
@@ -1523,9 +1525,7 @@ def step_seconds(model, inputs, target, repeats=3):
         t = time.perf_counter()
         step_loss(model, inputs, target).backward()
         times.append(time.perf_counter() - t)
-    times = sorted(times[1:])
-    mid = len(times) // 2
-    return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+    return statistics.median(times[1:])
 
 
 def measure(model, example_inputs, target=None, plan=None, threads=1):
