@@ -701,25 +701,34 @@ class Search {
 
   // Keeps back, in `order`, each dropped group whose return keeps the peak
   // within the budget and the cost from rising (keeping more never
-  // recomputes more: a guard). A group whose bytes exceed the headroom would
-  // most likely be alive at the peak: it is skipped unscored (a filter, not
-  // a proof; saves a replay). Looks at the first max_groups of `order`, and
-  // stops once result_->evaluations reaches evaluation_limit. *peak, *cost:
-  // the current decisions', updated.
+  // recomputes more: a guard). First pass: a group whose bytes exceed the
+  // headroom would most likely be alive at the peak, so it is skipped
+  // unscored (a filter, not a proof; saves a replay). On graphs of at most
+  // kImproveMaxGroups groups a second pass scores what the first skipped: a
+  // group recomputed from a tensor held only for it returns at no cost in
+  // bytes (the 50-op resnet at 90%: the filter left 9 such relu outputs
+  // dropped, +8.2% over the MILP's best). Looks at the first max_groups of
+  // `order`, and stops once result_->evaluations reaches evaluation_limit.
+  // *peak, *cost: the current decisions', updated.
   bool KeepBack(const std::vector<int>& order, size_t max_groups, int64_t evaluation_limit,
                 int64_t* peak, double* cost) {
-    for (size_t i = 0; i < std::min(order.size(), max_groups); ++i) {
-      if (result_->evaluations >= evaluation_limit) return true;
-      const int grp = order[i];
-      if (kept_[grp] || GroupBytes(grp) > budget_ - *peak) continue;
-      kept_[grp] = true;
-      ScoredPlan trial;
-      if (!Score(&trial, /*detailed=*/false)) return false;
-      if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= *cost) {
-        *peak = trial.sim.peak_bytes;
-        *cost = trial.recompute_cost;
-      } else {
-        kept_[grp] = false;
+    // Pass 0 skips by headroom; pass 1 (small graphs) scores what it skipped.
+    const int passes = groups_.size() > kImproveMaxGroups ? 1 : 2;
+    for (int pass = 0; pass < passes; ++pass) {
+      for (size_t i = 0; i < std::min(order.size(), max_groups); ++i) {
+        if (result_->evaluations >= evaluation_limit) return true;
+        const int grp = order[i];
+        const bool roomy = GroupBytes(grp) <= budget_ - *peak;
+        if (kept_[grp] || (pass == 0 ? !roomy : roomy)) continue;
+        kept_[grp] = true;
+        ScoredPlan trial;
+        if (!Score(&trial, /*detailed=*/false)) return false;
+        if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= *cost) {
+          *peak = trial.sim.peak_bytes;
+          *cost = trial.recompute_cost;
+        } else {
+          kept_[grp] = false;
+        }
       }
     }
     return true;

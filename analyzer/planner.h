@@ -18,8 +18,10 @@
 // in the forward, splitting the recomputed stretch (as sqrt(n)
 // checkpointing does); then hold again each tensor recomputed at each use
 // where it still fits, and try to keep again, most expensive first, each dropped tensor whose
-// return keeps the peak within the budget (on large graphs in batches that double while they fit;
-// after one does not, a binary search finds how much of it fits). The drop rounds stop when the
+// return keeps the peak within the budget (first those whose bytes fit the headroom, then, on
+// graphs of at most 256 groups, the rest: a tensor recomputed from one held only for it returns
+// at no cost in bytes; on large graphs in batches that double while they fit; after one does
+// not, a binary search finds how much of it fits). The drop rounds stop when the
 // peak fits, or when nothing alive at the peak can be dropped or kept (infeasible: the lowest peak
 // met is reported), or, when a seed fits (the hand-written and chain sets are scored first; at
 // module and sac granularity, every module wrapped), after about greedy_drop_op_replays op runs,
@@ -43,8 +45,7 @@
 // the cost falls. O(groups^2) programs per round, bounded by 4,000
 // programs or 1e6 op runs. Finds the trade of one dear drop for several
 // cheap ones the greedy misses (the 50-op transformer at 90%: +21.6% over
-// the MILP's optimum to 0.0%); larger swaps it does not (the 50-op resnet
-// at 90%: +8.2%), and on larger graphs it does not run.
+// the MILP's optimum to 0.0%); on larger graphs it does not run.
 //
 // Chain (chain_dp.h): dynamic programming over the stages between
 // single-tensor cuts; optimal on op chains. At op granularity its plan is

@@ -141,7 +141,9 @@ TEST_CASE("planner: a program fits where no checkpoint set does") {
 // The greedy is a heuristic: held to the exhaustive optimum over programs at
 // budgets from the least peak to the baseline, with the bounds it meets
 // (measured when written: 233 of 240 fits, 4 misses on one graph whose
-// least peak is 8 bytes under its baseline; worst ratio 3.39, p90 1.49).
+// least peak is 8 bytes under its baseline; worst ratio 3.39, p90 1.49;
+// 225 of the fits at the optimum. Since the keep-again scores every group
+// on small graphs: 230 at the optimum, worst ratio 1.79).
 TEST_CASE("planner: greedy plans fit where a program does and stay near the optimum") {
   int graphs = 0, budgets = 0, should_fit = 0, fits = 0, at_optimum = 0, compared = 0;
   double worst = 1;
@@ -186,13 +188,15 @@ TEST_CASE("planner: greedy plans fit where a program does and stay near the opti
   CHECK(budgets == 240);
   CHECK(fits * 100 >= should_fit * 97);  // 97%
   CHECK(compared >= 60);
-  CHECK(worst <= 3.5);
-  CHECK(at_optimum * 100 >= fits * 95);  // 95% of the fits cost the optimum (80% without Improve)
+  CHECK(worst <= 2.0);
+  CHECK(at_optimum * 100 >= fits * 98);  // 98% of the fits cost the optimum (80% without Improve)
 }
 
 // Improve (the local search after the greedy) starts from the greedy's plan:
 // never dearer, never over the budget, and cheaper on some random graphs of
-// 40 ops (measured when written: 5 of 40 budgets).
+// 40 ops (measured when written: 5 of 40 budgets; 3 since the greedy's
+// keep-again scores every group on small graphs, which makes some of
+// Improve's trades itself: the 40 plans' summed cost fell 11%).
 TEST_CASE("planner: local search never costs more than the greedy alone") {
   int budgets = 0, cheaper = 0;
   for (uint32_t seed = 1; seed <= 20; ++seed) {
@@ -221,7 +225,7 @@ TEST_CASE("planner: local search never costs more than the greedy alone") {
   }
   CAPTURE(cheaper);
   CHECK(budgets == 40);
-  CHECK(cheaper >= 4);
+  CHECK(cheaper >= 3);
 }
 
 TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written set that fits") {
@@ -265,7 +269,8 @@ TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written
   CHECK(graphs == 10);
   CAPTURE(fewer_programs);
   CAPTURE(improved);
-  CHECK(fewer_programs >= 15);  // of 20 budgets
+  CHECK(fewer_programs >= 14);  // of 20 (15 before the keep-again's second pass, which scores
+                                // more of the cheapest seed's many drops)
   CHECK(improved >= 3);
 }
 

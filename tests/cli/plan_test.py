@@ -220,15 +220,17 @@ def test_sac_dispatch(c, memplan, tmp):
             and abs(some["predicted"]["recompute_cost"]
                     - free["predicted"]["recompute_cost"] - 0.8) < 1e-9,
             json.dumps(some["predicted"]))
+    # h.0 and h.1 recomputed whole cost the same: either one.
+    wrapped = dear["modules"][0] if len(dear["modules"]) == 1 else None
     c.check("sac dispatch 1000 us: no policy, a plain wrap",
             dear["policy_modules"] == [] and dear["sac_dispatch_cost"] == 0
-            and dear["modules"] == ["h.1"] and "sac" not in plans["1000"][1],
+            and wrapped in ("h.0", "h.1") and "sac" not in plans["1000"][1],
             json.dumps(dear["modules"]))
     c.check("sac dispatch: the summary says which modules get a policy",
             "\n  wrap      2 in checkpoint(): h.0, h.1\n  policy    2 of them (0.8 time_us of the "
             "cost is SAC's dispatch): h.0, h.1\n" in plans["0.01"][2]
-            and "\n  wrap      1 in checkpoint(): h.1\n  policy    none: each wrapped module "
-            "recomputes whole\n" in plans["1000"][2], plans["0.01"][2] + plans["1000"][2])
+            and f"\n  wrap      1 in checkpoint(): {wrapped}\n  policy    none: each wrapped "
+            "module recomputes whole\n" in plans["1000"][2], plans["0.01"][2] + plans["1000"][2])
     rc, out, err = run(memplan, "plan", graph, "--budget", budget, "--granularity", "sac",
                        "--sac-dispatch-us", "-1")
     c.check("--sac-dispatch-us -1: exit 2", rc == 2 and "--sac-dispatch-us" in err, err)
@@ -245,6 +247,9 @@ MILP_ROWS = [
     ("examples/cnn_small.joint.graph.json", 1941926, 0.4603, True),
     ("transformer:50", 12584221, 0.655819, True),
     ("transformer:50", 9787727, 1.79368, False),
+    # +8.2% before the keep-again scored every group on small graphs.
+    ("resnet:50", 6774454, 0.953925, False),
+    ("resnet:50", 5269020, 3.175, False),
 ]
 
 
