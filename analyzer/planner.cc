@@ -418,13 +418,16 @@ class Search {
       for (size_t grp = 0; grp < groups_.size(); ++grp)
         if (!kept_[grp]) dropped.push_back(static_cast<int>(grp));
     };
-    // The lowest peak after each drop round, for the stall test below.
+    // The lowest peak met before each round (of any kind: drops, each-use
+    // switches, order flips, pins), for the stall test below.
     std::vector<int64_t> lows;
     while (current.sim.peak_bytes > budget_) {
       if (++rounds > max_rounds && result_->feasible) {
         from_best_seed();  // keep again from the cheapest seed that fits instead
         break;
       }
+      lows.push_back(lows.empty() ? current.sim.peak_bytes
+                                  : std::min(current.sim.peak_bytes, lows.back()));
       if (batch_divisor != 0 && result_->feasible && Stalled(lows, max_rounds)) {
         from_best_seed();
         break;
@@ -478,13 +481,21 @@ class Search {
         return a.first != b.first ? a.first > b.first : a.second < b.second;
       });
       size_t n = batch_divisor == 0 ? 1 : std::max<size_t>(1, droppable.size() / batch_divisor);
+      if (batch_divisor != 0) {
+        // Far over the budget, more than 2%: the best groups whose bytes at
+        // the peak cover half the excess (a drop frees at most its bytes).
+        const int64_t half_excess = (current.sim.peak_bytes - budget_) / 2;
+        int64_t covered = 0;
+        size_t cover = 0;
+        while (cover < droppable.size() && covered < half_excess)
+          covered += bytes_at_peak[droppable[cover++].second];
+        n = std::max(n, cover);
+      }
       for (size_t i = 0; i < n; ++i) {
         kept_[droppable[i].second] = false;
         dropped.push_back(droppable[i].second);
       }
       if (!Score(&current)) return false;
-      lows.push_back(
-          std::min(current.sim.peak_bytes, lows.empty() ? current.sim.peak_bytes : lows.back()));
     }
     if (current.sim.peak_bytes > budget_) {
       if (!result_->feasible) return true;  // infeasible for greedy and the seeds
@@ -555,11 +566,12 @@ class Search {
   }
 
   // While a seed fits, on graphs whose drop rounds take 2% of the groups
-  // at the peak each: whether the rounds, at the rate their lowest peak fell
-  // over the last kStallWindow rounds, would reach the budget only after
-  // max_rounds (or never: no new low in that window). On the 10k
-  // transformer at its tightest budget the drops start raising the peak
-  // after 41 rounds, and the cap alone stopped them at 472. (Rounds of one
+  // at the peak or more: whether the rounds, at the rate their lowest peak
+  // fell over the last kStallWindow rounds (drops, each-use switches, order
+  // flips and pins alike), would reach the budget only after max_rounds (or
+  // never: no new low in that window). On the 10k transformer at its
+  // tightest budget the 2% drops start raising the peak after 41 rounds,
+  // and the cap alone stopped them at 472. (Rounds of one
   // group each plateau for longer before the peak moves: there the test
   // cut the resnet MILP rows' greedy 3-5% short.)
   bool Stalled(const std::vector<int64_t>& lows, int64_t max_rounds) const {

@@ -9,7 +9,8 @@
 // baseline); while the simulated peak is over the budget, drop from the
 // checkpoint set the tensors alive at the peak with the most bytes per unit of
 // recompute cost (its producer's cost; memory-bound ops are cheap), one at a
-// time on graphs under 2,000 candidates, else the best 2% per round; when
+// time on graphs under 2,000 candidates, else the best 2% per round, or, if
+// more, the best whose bytes at the peak cover half the excess; when
 // nothing droppable is alive at the peak (it holds recomputed tensors),
 // recompute the largest of those at each use while that lowers the peak,
 // then (once) reverse the recomputation order of each op reading two dropped
@@ -25,13 +26,13 @@
 // peak fits, or when nothing alive at the peak can be dropped or kept (infeasible: the lowest peak
 // met is reported), or, when a seed fits (the hand-written and chain sets are scored first; at
 // module and sac granularity, every module wrapped), after about greedy_drop_op_replays op runs,
-// or when the drops stall above the budget (on graphs of 2,000 groups or more: the rate at
-// which the lowest peak fell over the last 8 rounds would not reach the budget within that
-// bound): the keep-again then starts from the cheapest seed that fits. O(rounds x (ops + tensors)).
-// Not optimal: alone it never trades one expensive drop for two cheap ones (Improve below does, on
-// small graphs), a recomputation's own transient memory is only seen after the drop, and on budgets
-// only a hand-written set reaches it may stop early at that set (the 10k-op transformer bench: 1847
-// where the uncapped greedy reached 1758 in 34 s).
+// or when the rounds stall above the budget (on graphs of 2,000 groups or more: the rate at
+// which the lowest peak fell over the last 8 rounds of any kind would not reach the budget within
+// that bound): the keep-again then starts from the cheapest seed that fits. O(rounds x (ops +
+// tensors)). Not optimal: alone it never trades one expensive drop for two cheap ones (Improve
+// below does, on small graphs), a recomputation's own transient memory is only seen after the drop,
+// and on budgets only a hand-written set reaches it may stop early at that set (the 10k-op
+// transformer bench: 1847 where the uncapped greedy reached 1758 in 34 s).
 //
 // Improve (after the greedy, at op granularity, on graphs of at most 256
 // candidates). Recipe: local
