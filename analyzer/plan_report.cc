@@ -223,11 +223,14 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
                        joined(result.policy_modules));
     }
   }
-  out += fmt::format(
-      "  search    {}{} ({} programs simulated), objective {}, device {}\n",
-      PlanAlgorithmName(result.algorithm),
-      result.search_complete ? "" : ", stopped early: the best plan found", result.evaluations,
-      options.cost.objective == Objective::kTime ? "time" : "flops", options.cost.device.name);
+  out +=
+      fmt::format("  search    {}{} ({} programs simulated), objective {}, device {}\n",
+                  PlanAlgorithmName(result.algorithm),
+                  result.search_complete ? ""
+                  : result.feasible      ? ", stopped early: the best plan found"
+                                         : ", the least peak found, not proven",
+                  result.evaluations, options.cost.objective == Objective::kTime ? "time" : "flops",
+                  options.cost.device.name);
   if (!recomputed.empty()) {
     size_t shown = std::min<size_t>(recomputed.size(), static_cast<size_t>(std::max(top, 0)));
     out += fmt::format("\nrecomputed, largest first ({} of {}):\n", shown, recomputed.size());

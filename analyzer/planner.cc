@@ -217,6 +217,10 @@ class Search {
       }
     }
     result_->min_feasible_peak_bytes = lowest_.sim.peak_bytes;
+    // The heuristics prove a least peak only when it is the floor.
+    if (algorithm != PlanAlgorithm::kExact && !result_->feasible &&
+        lowest_.sim.peak_bytes > result_->lower_bound_bytes)
+      result_->search_complete = false;
     if (!result_->feasible) {
       result_->best = lowest_;
       result_->modules = lowest_modules_;

@@ -178,7 +178,8 @@ struct PlanResult {
   // twice; part of best.recompute_cost.
   double sac_dispatch_cost = 0;
   // false: the exact search hit its limits, or the least peak of an
-  // infeasible budget is not proven (see Exact above).
+  // infeasible budget is not proven (see Exact above; the greedy and chain
+  // searches prove it only when it is the floor, lower_bound_bytes).
   bool search_complete = true;
 };
 

@@ -100,8 +100,14 @@ def main():
         rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "1GiB",
                            "--algorithm", "exact")
         c.check("exact on a large graph: exit 2 with the limit", rc == 2 and "at most 22" in err, err)
-        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "1MiB")
+        rep = os.path.join(tmp, "floor.json")
+        rc, out, err = run(memplan, "plan", "examples/gpt_tiny.graph.json", "--budget", "1MiB",
+                           "--json", rep)
         c.check("a budget below the floor: exit 3", rc == 3 and "lowest" in out, out + err)
+        # The greedy's least peak (80.3 MiB) is above the floor (52.3 MiB): not proven.
+        c.check("a budget below the floor: the greedy's least peak is not proven",
+                "\n  search    greedy, the least peak found, not proven (" in out
+                and rc == 3 and json.load(open(rep))["search_complete"] is False, out)
         # --budget-of reserved: the caching allocator's reserved peak must fit.
         # gpt_tiny at 130 MiB: the plan at 130 MiB allocated reserves more, the
         # search lowers the allocation budget until it fits; at 110 MiB none does.
