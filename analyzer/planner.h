@@ -28,11 +28,12 @@
 // module and sac granularity, every module wrapped), after about greedy_drop_op_replays op runs,
 // or when the rounds stall above the budget (on graphs of 2,000 groups or more: the rate at
 // which the lowest peak fell over the last 8 rounds of any kind would not reach the budget within
-// that bound): the keep-again then starts from the cheapest seed that fits. O(rounds x (ops +
-// tensors)). Not optimal: alone it never trades one expensive drop for two cheap ones (Improve
-// below does, on small graphs), a recomputation's own transient memory is only seen after the drop,
-// and on budgets only a hand-written set reaches it may stop early at that set (the 10k-op
-// transformer bench: 1847 where the uncapped greedy reached 1758 in 34 s).
+// that bound), or when their plan costs over 4x that seed: the keep-again then starts from the
+// cheapest seed that fits. O(rounds x (ops + tensors)). Not optimal: alone it never trades one
+// expensive drop for two cheap ones (Improve below does, on small graphs), a recomputation's own
+// transient memory is only seen after the drop, and on budgets only a hand-written set reaches it
+// may stop early at that set (the 10k-op transformer bench: 1847 where the uncapped greedy reached
+// 1758 in 34 s).
 //
 // Improve (after the greedy, at op granularity, on graphs of at most 256
 // candidates). Recipe: local

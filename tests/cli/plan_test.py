@@ -166,6 +166,7 @@ def main():
             c.check("progress: -q silences it", "planning" not in tty.stdout, repr(tty.stdout))
         test_sac_dispatch(c, memplan, tmp)
         test_stalled_drop_rounds(c, memplan, tmp)
+        test_seed_cost_stop(c, memplan, tmp)
         test_milp_rows(c, memplan, tmp)
     print(f"{c.passed} passed, {c.failed} failed")
     return 0 if c.failed == 0 else 1
@@ -188,6 +189,23 @@ def test_stalled_drop_rounds(c, memplan, tmp):
     c.check("transformer:10000 at block2's peak: fits at block2's cost after at most 24 programs",
             rc == 0 and abs(r["predicted"]["recompute_cost"] - 1847) < 1
             and r["evaluations"] <= 24, f"exit {rc}: {json.dumps(r.get('predicted'))}, "
+            f"{r.get('evaluations')} programs")
+
+
+def test_seed_cost_stop(c, memplan, tmp):
+    """The 1k-op chain at the sqrt set's peak: the chain DP's set fits at
+    148.8 us; the greedy's one-group drop rounds went on to 17x that (2,681
+    programs, 12 s). They stop past 4x the cheapest seed that fits: 769."""
+    path = os.path.join(tmp, "chain1000.graph.json")
+    rc, out, err = run(sys.executable, os.path.join("bench", "gen_graph.py"), "--ops", "1000",
+                       "--shape", "chain", "-o", path)
+    c.check("gen_graph chain:1000", rc == 0, err)
+    report = os.path.join(tmp, "seedstop.json")
+    rc, out, err = run(memplan, "plan", path, "--budget", "25359108", "--json", report, "-q")
+    r = json.load(open(report)) if rc == 0 else {}
+    c.check("chain:1000 at sqrt's peak: the chain DP's cost after at most 1000 programs",
+            rc == 0 and abs(r["predicted"]["recompute_cost"] - 148.8247) < 1e-3
+            and r["evaluations"] <= 1000, f"exit {rc}: {json.dumps(r.get('predicted'))}, "
             f"{r.get('evaluations')} programs")
 
 
