@@ -172,6 +172,23 @@ def main():
     return 0 if c.failed == 0 else 1
 
 
+def check_synthetic_plan(c, memplan, tmp, shape, ops, budget, cost, tolerance, max_programs,
+                         name):
+    """Plans bench/gen_graph.py's graph at `budget`: it must fit at `cost`
+    (within `tolerance`) after at most max_programs programs."""
+    path = os.path.join(tmp, f"{shape}{ops}.graph.json")
+    rc, out, err = run(sys.executable, os.path.join("bench", "gen_graph.py"), "--ops", str(ops),
+                       "--shape", shape, "-o", path)
+    c.check(f"gen_graph {shape}:{ops}", rc == 0, err)
+    report = os.path.join(tmp, f"{shape}{ops}.report.json")
+    rc, out, err = run(memplan, "plan", path, "--budget", str(budget), "--json", report, "-q")
+    r = json.load(open(report)) if rc == 0 else {}
+    c.check(f"{shape}:{ops} at {name}: fits at {cost} after at most {max_programs} programs",
+            rc == 0 and abs(r["predicted"]["recompute_cost"] - cost) < tolerance
+            and r["evaluations"] <= max_programs, f"exit {rc}: {json.dumps(r.get('predicted'))}, "
+            f"{r.get('evaluations')} programs")
+
+
 def test_stalled_drop_rounds(c, memplan, tmp):
     """The 10k-op transformer at the tightest hand-written set's peak (block2,
     264.74 MiB): the greedy's drop rounds stop when stalled, not at their cap
@@ -179,34 +196,16 @@ def test_stalled_drop_rounds(c, memplan, tmp):
     with the cap alone; 50 with 2% rounds and a stall test of drop rounds
     only; 17 since rounds far over the budget drop half the excess and every
     round counts for the stall test)."""
-    path = os.path.join(tmp, "transformer10000.graph.json")
-    rc, out, err = run(sys.executable, os.path.join("bench", "gen_graph.py"), "--ops", "10000",
-                       "--shape", "transformer", "-o", path)
-    c.check("gen_graph transformer:10000", rc == 0, err)
-    report = os.path.join(tmp, "stall.json")
-    rc, out, err = run(memplan, "plan", path, "--budget", "277602052", "--json", report, "-q")
-    r = json.load(open(report)) if rc == 0 else {}
-    c.check("transformer:10000 at block2's peak: fits at block2's cost after at most 24 programs",
-            rc == 0 and abs(r["predicted"]["recompute_cost"] - 1847) < 1
-            and r["evaluations"] <= 24, f"exit {rc}: {json.dumps(r.get('predicted'))}, "
-            f"{r.get('evaluations')} programs")
+    check_synthetic_plan(c, memplan, tmp, "transformer", 10000, 277602052, 1847, 1, 24,
+                         "block2's peak")
 
 
 def test_seed_cost_stop(c, memplan, tmp):
     """The 1k-op chain at the sqrt set's peak: the chain DP's set fits at
     148.8 us; the greedy's one-group drop rounds went on to 17x that (2,681
     programs, 12 s). They stop past 4x the cheapest seed that fits: 769."""
-    path = os.path.join(tmp, "chain1000.graph.json")
-    rc, out, err = run(sys.executable, os.path.join("bench", "gen_graph.py"), "--ops", "1000",
-                       "--shape", "chain", "-o", path)
-    c.check("gen_graph chain:1000", rc == 0, err)
-    report = os.path.join(tmp, "seedstop.json")
-    rc, out, err = run(memplan, "plan", path, "--budget", "25359108", "--json", report, "-q")
-    r = json.load(open(report)) if rc == 0 else {}
-    c.check("chain:1000 at sqrt's peak: the chain DP's cost after at most 1000 programs",
-            rc == 0 and abs(r["predicted"]["recompute_cost"] - 148.8247) < 1e-3
-            and r["evaluations"] <= 1000, f"exit {rc}: {json.dumps(r.get('predicted'))}, "
-            f"{r.get('evaluations')} programs")
+    check_synthetic_plan(c, memplan, tmp, "chain", 1000, 25359108, 148.8247, 1e-3, 1000,
+                         "sqrt's peak")
 
 
 def test_sac_dispatch(c, memplan, tmp):
