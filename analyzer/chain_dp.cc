@@ -223,14 +223,36 @@ bool Before(const Point& a, const Point& b) {
   return a.dropped != b.dropped ? a.dropped > b.dropped : a.cost < b.cost;
 }
 
-// front: sorted runs, one per source node, run_ends their ends.
-void Prune(std::vector<Point>* front, const std::vector<size_t>& run_ends, int max_front) {
-  size_t begin_end = run_ends.empty() ? 0 : run_ends[0];
-  for (size_t r = 1; r < run_ends.size(); ++r) {
-    std::inplace_merge(front->begin(), front->begin() + static_cast<ptrdiff_t>(begin_end),
-                       front->begin() + static_cast<ptrdiff_t>(run_ends[r]), Before);
-    begin_end = run_ends[r];
+// Merges front's sorted runs (run_ends: their ends; the first starts at 0)
+// pairwise, level by level, through scratch: O(n log runs), stable (equal
+// points keep their runs' order, as one merge after another would).
+void MergeRuns(std::vector<Point>* front, const std::vector<size_t>& run_ends,
+               std::vector<Point>* scratch) {
+  std::vector<size_t> bounds = {0};
+  bounds.insert(bounds.end(), run_ends.begin(), run_ends.end());
+  auto at = [](std::vector<Point>* v, size_t i) { return v->begin() + static_cast<ptrdiff_t>(i); };
+  while (bounds.size() > 2) {
+    scratch->resize(front->size());
+    std::vector<size_t> next = {0};
+    for (size_t i = 0; i + 1 < bounds.size(); i += 2) {
+      if (i + 2 < bounds.size()) {
+        std::merge(at(front, bounds[i]), at(front, bounds[i + 1]), at(front, bounds[i + 1]),
+                   at(front, bounds[i + 2]), at(scratch, bounds[i]), Before);
+        next.push_back(bounds[i + 2]);
+      } else {
+        std::copy(at(front, bounds[i]), at(front, bounds[i + 1]), at(scratch, bounds[i]));
+        next.push_back(bounds[i + 1]);
+      }
+    }
+    front->swap(*scratch);
+    bounds = std::move(next);
   }
+}
+
+// front: sorted runs, one per source node, run_ends their ends.
+void Prune(std::vector<Point>* front, const std::vector<size_t>& run_ends, int max_front,
+           std::vector<Point>* scratch) {
+  MergeRuns(front, run_ends, scratch);
   std::vector<Point> kept;
   for (const Point& p : *front)
     if (kept.empty() || p.cost < kept.back().cost) kept.push_back(p);
@@ -279,6 +301,7 @@ bool PlanChain(const Graph& g, const ChainStages& st, int64_t budget_bytes,
   const int64_t B = budget_bytes;
   std::vector<std::vector<Point>> fronts(m + 2);
   std::vector<size_t> run_ends;
+  std::vector<Point> scratch;  // Prune's merge buffer, reused
   // One round of the DP with runs of at most max_run stages.
   auto run_dp = [&](int max_run) {
     for (std::vector<Point>& front : fronts) front.clear();
@@ -317,7 +340,7 @@ bool PlanChain(const Graph& g, const ChainStages& st, int64_t budget_bytes,
               Point{in[p].dropped + group - ex, in[p].cost + cost, j, static_cast<int>(p)});
         run_ends.push_back(out.size());
       }
-      Prune(&out, run_ends, options.max_front);
+      Prune(&out, run_ends, options.max_front, &scratch);
     }
   };
   // Without a bound, one round. With one: rounds of max_run, 4x as long,

@@ -437,8 +437,9 @@ class Search {
       }
       lows.push_back(lows.empty() ? current.sim.peak_bytes
                                   : std::min(current.sim.peak_bytes, lows.back()));
-      // Drop rounds never lower the cost: past kSeedCostFactor times the
-      // cheapest seed that fits, keep again from that seed instead.
+      // The rounds seldom lower the cost (only pins do): past
+      // kSeedCostFactor times the cheapest seed that fits, keep again from
+      // that seed instead.
       if (result_->feasible &&
           current.recompute_cost > kSeedCostFactor * result_->best.recompute_cost) {
         from_best_seed();
