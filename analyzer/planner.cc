@@ -431,21 +431,16 @@ class Search {
     // switches, order flips, pins), for the stall test below.
     std::vector<int64_t> lows;
     while (current.sim.peak_bytes > budget_) {
-      if (++rounds > max_rounds && result_->feasible) {
-        from_best_seed();  // keep again from the cheapest seed that fits instead
-        break;
-      }
+      ++rounds;
       lows.push_back(lows.empty() ? current.sim.peak_bytes
                                   : std::min(current.sim.peak_bytes, lows.back()));
-      // The rounds seldom lower the cost (only pins do): past
-      // kSeedCostFactor times the cheapest seed that fits, keep again from
-      // that seed instead.
+      // While a seed fits, keep again from the cheapest one instead once the
+      // rounds pass their cap, cost over kSeedCostFactor times it (they
+      // seldom lower the cost: only pins do), or stall.
       if (result_->feasible &&
-          current.recompute_cost > kSeedCostFactor * result_->best.recompute_cost) {
-        from_best_seed();
-        break;
-      }
-      if (batch_divisor != 0 && result_->feasible && Stalled(lows, max_rounds)) {
+          (rounds > max_rounds ||
+           current.recompute_cost > kSeedCostFactor * result_->best.recompute_cost ||
+           (batch_divisor != 0 && Stalled(lows, max_rounds)))) {
         from_best_seed();
         break;
       }
@@ -741,7 +736,8 @@ class Search {
   // *peak, *cost: the current decisions', updated.
   bool KeepBack(const std::vector<int>& order, size_t max_groups, int64_t evaluation_limit,
                 int64_t* peak, double* cost) {
-    // Pass 0 skips by headroom; pass 1 (small graphs) scores what it skipped.
+    // Pass 0 skips what is over the headroom; pass 1 (small graphs) scores
+    // what is over it then (pass 0's skips, and any whose headroom shrank).
     const int passes = groups_.size() > kImproveMaxGroups ? 1 : 2;
     for (int pass = 0; pass < passes; ++pass) {
       for (size_t i = 0; i < std::min(order.size(), max_groups); ++i) {

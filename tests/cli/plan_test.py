@@ -172,14 +172,20 @@ def main():
     return 0 if c.failed == 0 else 1
 
 
-def check_synthetic_plan(c, memplan, tmp, shape, ops, budget, cost, tolerance, max_programs,
-                         name):
-    """Plans bench/gen_graph.py's graph at `budget`: it must fit at `cost`
-    (within `tolerance`) after at most max_programs programs."""
+def generated_graph(c, tmp, shape, ops):
+    """bench/gen_graph.py's graph of `ops` forward ops and `shape`, in tmp."""
     path = os.path.join(tmp, f"{shape}{ops}.graph.json")
     rc, out, err = run(sys.executable, os.path.join("bench", "gen_graph.py"), "--ops", str(ops),
                        "--shape", shape, "-o", path)
     c.check(f"gen_graph {shape}:{ops}", rc == 0, err)
+    return path
+
+
+def check_synthetic_plan(c, memplan, tmp, shape, ops, budget, cost, tolerance, max_programs,
+                         name):
+    """Plans bench/gen_graph.py's graph at `budget`: it must fit at `cost`
+    (within `tolerance`) after at most max_programs programs."""
+    path = generated_graph(c, tmp, shape, ops)
     report = os.path.join(tmp, f"{shape}{ops}.report.json")
     rc, out, err = run(memplan, "plan", path, "--budget", str(budget), "--json", report, "-q")
     r = json.load(open(report)) if rc == 0 else {}
@@ -279,14 +285,7 @@ MILP_ROWS = [
 
 def test_milp_rows(c, memplan, tmp):
     for graph, budget, milp, proven in MILP_ROWS:
-        if ":" in graph:
-            shape, ops = graph.split(":")
-            path = os.path.join(tmp, f"{shape}{ops}.graph.json")
-            rc, out, err = run(sys.executable, os.path.join("bench", "gen_graph.py"), "--ops", ops,
-                               "--shape", shape, "-o", path)
-            c.check(f"gen_graph {graph}", rc == 0, err)
-        else:
-            path = graph
+        path = generated_graph(c, tmp, *graph.split(":")) if ":" in graph else graph
         report = os.path.join(tmp, "milp_row.json")
         rc, out, err = run(memplan, "plan", path, "--budget", str(budget), "--json", report, "-q")
         name = f"{graph} at {budget}: the MILP's {'optimum' if proven else 'best program'} {milp}"
