@@ -104,6 +104,10 @@ struct Op {
 struct Graph {
   std::string name;
   std::string source;  // the "source" object, serialized ("" if absent)
+  // source.target_device: "cpu" or "cuda", the device the step was exported
+  // for (a GPU step runs out of what PyTorch's caching allocator reserves);
+  // "" when the graph does not say.
+  std::string target_device;
   std::vector<std::pair<std::string, int64_t>> symbols;  // in declaration order
   std::vector<Tensor> tensors;
   std::vector<Op> ops;

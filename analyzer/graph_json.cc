@@ -191,6 +191,14 @@ class GraphParser {
     if (it != doc.end()) {
       if (!it->is_object()) return r_.WrongType("/source", *it, "an object");
       g_->source = json_util::Dump(*it);
+      auto device = it->find("target_device");
+      if (device != it->end()) {
+        if (!device->is_string() || (*device != "cpu" && *device != "cuda"))
+          return r_.Fail("/source/target_device",
+                         fmt::format("unknown target device {}; expected \"cpu\" or \"cuda\"",
+                                     Found(*device)));
+        g_->target_device = device->get<std::string>();
+      }
     }
     return true;
   }

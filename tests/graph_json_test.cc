@@ -148,6 +148,41 @@ TEST_CASE("graph_json: name and source of the wrong type") {
         "g.json: /source: expected an object, found \"torch\"");
 }
 
+TEST_CASE("graph_json: source.target_device is cpu, cuda or absent") {
+  auto with = [](const std::string& device) {
+    return R"({"format": "memplan.graph/1", "source": {"framework": "pytorch", "target_device": )" +
+           device + R"(}, "tensors": [], "ops": []})";
+  };
+  CHECK(Err(with(R"("tpu")")) ==
+        "g.json: /source/target_device: unknown target device \"tpu\"; expected \"cpu\" or "
+        "\"cuda\"");
+  CHECK(Err(with(R"("CUDA")")) ==
+        "g.json: /source/target_device: unknown target device \"CUDA\"; expected \"cpu\" or "
+        "\"cuda\"");
+  CHECK(Err(with("1")) ==
+        "g.json: /source/target_device: unknown target device 1; expected \"cpu\" or \"cuda\"");
+  CHECK(Err(with("null")) ==
+        "g.json: /source/target_device: unknown target device null; expected \"cpu\" or "
+        "\"cuda\"");
+  for (const char* device : {"cpu", "cuda"}) {
+    Graph g;
+    std::string err;
+    REQUIRE_MESSAGE(ParseGraph(with(std::string("\"") + device + "\""), "g.json", {}, &g, &err),
+                    err);
+    CHECK(g.target_device == device);
+    // Written back with the rest of the source object.
+    Graph again;
+    REQUIRE_MESSAGE(ParseGraph(GraphToJson(g), "again.json", {}, &again, &err), err);
+    CHECK(again.target_device == device);
+  }
+  Graph g;
+  std::string err;
+  REQUIRE(ParseGraph(R"({"format": "memplan.graph/1", "source": {"framework": "jax"},
+                         "tensors": [], "ops": []})",
+                     "g.json", {}, &g, &err));
+  CHECK(g.target_device.empty());
+}
+
 TEST_CASE("graph_json: symbols must be non-negative integers") {
   CHECK(Err(Doc("", "", R"("symbols": {"batch": -1}, )")) ==
         "g.json: /symbols/batch: expected a non-negative integer, found -1");
