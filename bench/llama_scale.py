@@ -41,7 +41,8 @@ import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
-sys.path.insert(0, os.path.join(ROOT, "exporters", "pytorch"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH")]))  # for `python -m memplan`
 
 GB = 10**9
 BUDGET = "80GB"  # memplan parses GB as 10^9 bytes: 80e9 B per rank
@@ -119,7 +120,7 @@ def export(key, work, python, log):
     graph = os.path.join(work, m["name"] + ".graph.json")
     timef = os.path.join(work, m["name"] + ".time.txt")
     statsf = os.path.join(work, m["name"] + ".stats.json")
-    cmd = [python, os.path.join(ROOT, "exporters", "pytorch", "memplan_torch.py"), "export", spec,
+    cmd = [python, "-m", "memplan", "export", spec,
            "--batch", "1", "--device", "meta", "-o", graph + ".tmp", "-q"]
     rec = {"spec": spec, "graph": graph,
            "command": short_cmd(cmd).replace(graph + ".tmp", graph)}
@@ -159,7 +160,7 @@ def model_counts(key):
     model_to_params counts them (deepspeed/runtime/zero/stage3.py), except
     that shared parameters are told apart by identity: on the meta device
     every data_ptr() is 0, and its dict keyed on data_ptr() would keep one."""
-    import hf_models
+    from memplan.torch import _hf as hf_models
     model = hf_models.build(spec_of(MODELS[key]).split(":", 1)[1], device="meta")
     total = sum({id(p): p.numel() for p in model.parameters()}.values())
     largest = 0
@@ -466,7 +467,7 @@ def write_md(doc, path):
     for line in doc["method"]:
         w(f"- {line}")
     w("")
-    w("## Exports (`memplan_torch.py export ... --batch 1 --device meta`, symbolic batch and seq)")
+    w("## Exports (`memplan export ... --batch 1 --device meta`, symbolic batch and seq)")
     w("")
     w("| model | parameters | ops | tensors | graph file | export wall | export max RSS |")
     w("|---|---:|---:|---:|---:|---:|---:|")
@@ -761,7 +762,7 @@ def main():
 METHOD = [
     "Models: Llama-2 7B (hidden 4096, MLP 11008, 32 layers, 32 heads), 13B (5120, 13824, 40, 40), "
     "70B (8192, 28672, 80 layers, 64 heads, 8 KV heads: GQA); vocab 32000, untied embeddings. Built "
-    "from transformers' LlamaConfig by `exporters/pytorch/memplan_torch.py export \"hf:llama:...\" "
+    "from transformers' LlamaConfig by `memplan export \"hf:llama:...\" "
     "--batch 1 --device meta` (no weights allocated; batch and seq symbolic, set to 1 x 4096 or "
     "searched over batch), in fp32. FSDP2 mixed precision, `MixedPrecisionPolicy(param_dtype="
     "torch.bfloat16)`, as Llama is trained: `--fsdp-param-dtype bfloat16` (fp32 shards, "

@@ -10,7 +10,7 @@ ZeRO-1 (ZeroRedundancyOptimizer over Adam, DDP for the gradients), FSDP2
 bf16 MixedPrecisionPolicy), FSDP1 (FULL_SHARD, SHARD_GRAD_OP) at world sizes
 2 and 4, and torch.distributed.pipelining (GPipe, 1F1B; 2 stages, 4
 micro-batches) -- every rank measures ONE steady-state training step
-(forward, loss, backward, Adam step) the way `memplan_torch.measure` does
+(forward, loss, backward, Adam step) the way `memplan.torch.measure` does
 (torch.profiler CPU [memory] events, one intra-op thread), PLUS the bytes
 already alive when the step starts (parameters or their shards, DDP's buckets,
 optimizer state, inputs). A strategy that does not run on CPU/gloo is
@@ -41,7 +41,7 @@ import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "exporters", "pytorch"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 RESULTS = os.path.join(ROOT, "bench", "results")
 
 # name -> spec, per-sample input shape (None: the model's example_input),
@@ -218,7 +218,7 @@ def _pipeline_stage(model, name, stage):
 def _setup(cfg, rank, world):
     """Model, optimizer, inputs and a step() for one rank."""
     import torch
-    import memplan_torch as mt
+    import memplan.torch as mt
     m = MODELS[cfg["model"]]
     strategy, opts = cfg["strategy"], cfg["options"]
     model = mt.load_model(m["spec"])
@@ -435,12 +435,12 @@ def measure_rank(cfg, rank, world):
               blocks session A saw allocated, held only by C++, of the sizes
               DDP logs);
       peak  = the highest total while the step's allocator events are
-              replayed over the start blocks (memplan_torch.measure's running
+              replayed over the start blocks (memplan.torch.measure's running
               sum, by address: see _replay_step);
       exact = no block made before the peak had its free missed by the
               profiler (freed on another thread: see _replay_step). The
               rank's first exact step is the measurement.
-    Also kept: the plain running sum (memplan_torch.measure's arithmetic) and
+    Also kept: the plain running sum (memplan.torch.measure's arithmetic) and
     session A's net sum."""
     import torch
     import torch.distributed as dist
@@ -592,7 +592,7 @@ def _import_once():
     """torch, torchvision and the exporter imported in the driver, before any
     fork (no torch op runs in the driver, so no thread pool is forked)."""
     import torch
-    import memplan_torch  # noqa: F401
+    import memplan.torch  # noqa: F401
     import torchvision  # noqa: F401
     torch.set_num_threads(1)
 
@@ -631,7 +631,7 @@ def run_config(cfg, timeout=420):
 
 def _memplan_measure_child(_, cfg, path):
     import torch
-    import memplan_torch as mt
+    import memplan.torch as mt
     torch.set_num_threads(1)
     m = MODELS[cfg["model"]]
     model = mt.load_model(m["spec"])
@@ -642,7 +642,7 @@ def _memplan_measure_child(_, cfg, path):
 
 
 def single_memplan_measure(cfg):
-    """memplan_torch.measure (no optimizer) on the same model and batch in a
+    """memplan.torch.measure (no optimizer) on the same model and batch in a
     forked process: a cross-check that this script's accounting matches
     memplan's."""
     with tempfile.TemporaryDirectory() as d:
@@ -669,7 +669,7 @@ def export_graph(name, work):
 
 def do_export(name, work):
     import torch
-    import memplan_torch as mt
+    import memplan.torch as mt
     torch.set_num_threads(1)
     m = MODELS[name]
     model = mt.load_model(m["spec"])
@@ -792,7 +792,7 @@ COUNTED = (
     "the rank's main thread (which runs forward, backward -- CPU autograd runs on the "
     "calling thread -- and the optimizer, and issues every collective); the events are "
     "replayed by address over the start blocks and the highest total is the peak: "
-    "`memplan_torch.measure`'s running sum, kept by address. Warm-up: 1 step (DDP and ZeRO-1: "
+    "`memplan.torch.measure`'s running sum, kept by address. Warm-up: 1 step (DDP and ZeRO-1: "
     f"{WARMUP_STEPS}, DDP rebuilds its buckets in its second iteration); one intra-op thread "
     "per process; each configuration in freshly forked processes. **Exact steps**: when a "
     "gloo worker thread drops the last reference to a collective's tensor, the tensor is "
@@ -807,7 +807,7 @@ COUNTED = (
     "objects, the allocator's own overhead. `single`: the same model, batch, optimizer and "
     "method in one process with no process group. memplan's figure: `peak_bytes` of "
     "`memplan analyze GRAPH --set batch=B --optimizer adam [--parallel ... --world-size N "
-    "--rank R ...]`, GRAPH exported once per model by `memplan_torch.export_symbolic`; "
+    "--rank R ...]`, GRAPH exported once per model by `memplan.torch.export_symbolic`; "
     "error = (predicted - measured) / measured.")
 
 
@@ -992,7 +992,7 @@ def write_md(doc, path):
             if mm and "peak_bytes" in mm:
                 chk.append(f"- Method check (one process, no optimizer): this script "
                            f"{mib(r['ranks'][0]['peak_bytes'])} MiB "
-                           f"({r['ranks'][0]['peak_bytes']} B), `memplan_torch.measure` "
+                           f"({r['ranks'][0]['peak_bytes']} B), `memplan.torch.measure` "
                            f"{mib(mm['peak_bytes'])} MiB ({mm['peak_bytes']} B).")
         if chk:
             L += ["Checks:", ""] + chk + [""]
@@ -1021,7 +1021,7 @@ def build_rows(quick, models=None, strategies=None):
             continue
         rows.append({"model": name, "strategy": "single", "options": {}, "world_size": 1,
                      "batch": m["batch"]})
-        if not quick or name == "gpt_small":  # the method against memplan_torch.measure
+        if not quick or name == "gpt_small":  # the method against memplan.torch.measure
             rows.append({"model": name, "strategy": "single", "options": {"optimizer": False},
                          "world_size": 1, "batch": m["batch"], "no_optimizer_check": True})
         rows.append({"model": name, "strategy": "single", "options": {}, "world_size": 1,

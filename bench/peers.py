@@ -7,12 +7,12 @@ Per model (a subprocess each; bench/results/peers.json gets the row after each):
   1. torch.compile with torch._functorch.config.activation_memory_budget at
      BUDGETS (the min-cut partitioner's knapsack): the compiled step
      (forward + loss in one graph, its compiled backward) measured like an
-     eager one (memplan_torch.measure: torch.profiler memory events, one
+     eager one (memplan.torch.measure: torch.profiler memory events, one
      intra-op thread, after a warm-up step that compiles), and the median time
      of 3 steps (bench/torch_models.step_seconds). Beside each: memplan's plan
      (`memplan plan --granularity sac`) at the same peak (the compiled step's
      measured peak as a fraction of the eager baseline's, times memplan's
-     predicted baseline), applied with memplan_torch.apply_plan and measured
+     predicted baseline), applied with memplan.torch.apply_plan and measured
      the same way eagerly.
   2. PyTorch's automatic SAC (torch.distributed._tools: MemTracker,
      RuntimeEstimator, SACEstimator under FakeTensorMode -> sac_milp ->
@@ -72,7 +72,7 @@ def rel(a, b):
 
 def paired_seconds(mt, torch, model, ref, inputs, target, repeats=3):
     """Median step time of `model` and of the eager `ref`, timed alternately
-    (`repeats` rounds of one step each; both already warm: memplan_torch.measure
+    (`repeats` rounds of one step each; both already warm: memplan.torch.measure
     ran two steps of `model`), so both see the same load of this shared
     machine. Steps as bench/torch_models.step_seconds: grads None, forward,
     loss, backward."""
@@ -114,7 +114,7 @@ def analyze_peak(binary, graph, *extra):
 def job(spec, batch, shape, backend, budgets, binary, full):
     import torch
     torch.set_num_threads(1)
-    import memplan_torch as mt
+    import memplan.torch as mt
     import peers_lib as pl
     row = {"model": spec, "batch": batch, "input_shape": list(shape) if shape else None,
            "backend": backend, "torch": torch.__version__, "threads": 1}
@@ -410,7 +410,7 @@ def write_md(doc, path):
              f"(`bench/peers.py`), {h.get('seconds', '?')} s. Raw data: `bench/results/peers.json`.\n")
     L.append("**How each figure is measured.** A *peak* is the peak of one real CPU training "
              "step (zero_grad(set_to_none), forward, loss, backward; Adam's step too where "
-             "said) measured by torch.profiler memory events (`memplan_torch.measure`: parameters, "
+             "said) measured by torch.profiler memory events (`memplan.torch.measure`: parameters, "
              "buffers, inputs and target resident plus the running sum of allocation events "
              "above the start of the step), one intra-op thread, after one unmeasured warm-up "
              "step (for torch.compile: after the compiling step). A *step time* (forward, loss, "
@@ -419,7 +419,7 @@ def write_md(doc, path):
              "the eager steps' median: the machine is shared (2 cores, other jobs running), and "
              "alternating keeps both under the same load; still, single figures move by ±10%. "
              "For torch.compile the overhead is against eager too (compiling also changes the "
-             "kernels). memplan's predictions come from one `memplan_torch.export` of the eager "
+             "kernels). memplan's predictions come from one `memplan.torch.export` of the eager "
              "step per model, with each op's time measured as it exports (`export(times=True)`: "
              "one thread, the least of 3 runs; their sum is given beside the eager step) and "
              "its scratch too (`workspace=\"measure\"`: the rules miss the strided "
@@ -466,7 +466,7 @@ def write_md(doc, path):
              "step, which may reuse inductor kernels compiled earlier). memplan's budget is the compiled step's "
              "measured peak relative to the eager baseline's, times memplan's predicted "
              "baseline. *memplan sac*: `memplan plan --granularity sac` (op decisions inside "
-             "modules, applied as selective activation checkpointing by `memplan_torch."
+             "modules, applied as selective activation checkpointing by `memplan.torch."
              "apply_plan`; a module whose ops all recompute is wrapped plainly, without a "
              "policy: *wraps N, M with a policy*); *memplan module*: `--granularity module` (whole modules in "
              "`torch.utils.checkpoint`); both run eagerly. *Fits*: the measured peak within "

@@ -1,8 +1,8 @@
 """Helpers of bench/peers.py: PyTorch's own memory tools run on the same
-training steps as memplan (exporters/pytorch/memplan_torch.py), so their
+training steps as memplan (memplan.torch), so their
 figures can be set side by side. Nothing here is measured by a formula of our
 own: every peak comes from torch.profiler memory events of a real CPU step
-(memplan_torch.measure, or measure_adam_step below, which follows it and adds
+(memplan.torch.measure, or measure_adam_step below, which follows it and adds
 an optimizer step), every estimate from the peer's own code.
 
   LossStep(model)             model + loss as one module, for torch.compile
@@ -22,19 +22,19 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "exporters", "pytorch"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-import memplan_torch as mt  # noqa: E402
+import memplan.torch as mt  # noqa: E402
 
 ADAM = dict(lr=1e-3, foreach=False)  # single-tensor Adam: what memplan --optimizer adam models
 
 
 class LossStep(nn.Module):
-    """forward(*inputs, target) -> the step's loss (memplan_torch.step_loss), so
-    torch.compile sees forward and loss as one graph; memplan_torch.measure
+    """forward(*inputs, target) -> the step's loss (memplan.torch.step_loss), so
+    torch.compile sees forward and loss as one graph; memplan.torch.measure
     and bench/torch_models.step_seconds run it as a model that returns its loss."""
 
     memplan_returns_loss = True
@@ -63,7 +63,7 @@ def compiled_model(spec, backend, budget):
 
 
 def measure_adam_step(model, inputs, target, threads=1):
-    """memplan_torch.measure with a torch.optim.Adam(foreach=False) step after
+    """memplan.torch.measure with a torch.optim.Adam(foreach=False) step after
     the backward: peak of one step (grads None before it) after one unmeasured
     warm-up step that makes Adam's state; resident = parameters, buffers,
     inputs, target and the optimizer state."""
@@ -85,7 +85,7 @@ def measure_adam_step(model, inputs, target, threads=1):
         gc.collect()
         state = [t for s in opt.state.values() for t in s.values()
                  if isinstance(t, torch.Tensor)]
-        resident = mt._tensor_bytes(list(model.parameters()) + list(model.buffers())
+        resident = mt._measure._tensor_bytes(list(model.parameters()) + list(model.buffers())
                                     + list(inputs) + [target] + state)
         torch.manual_seed(mt.SEED + 3)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
@@ -93,9 +93,9 @@ def measure_adam_step(model, inputs, target, threads=1):
             del loss
     finally:
         torch.set_num_threads(prev)
-    peak, end, n = mt._peak_from_kineto(prof)
+    peak, end, n = mt._measure._peak_from_kineto(prof)
     return {"peak_bytes": resident + peak, "resident_bytes": resident,
-            "optimizer_state_bytes": mt._tensor_bytes(state), "memory_events": n}
+            "optimizer_state_bytes": mt._measure._tensor_bytes(state), "memory_events": n}
 
 
 def _fake_setup(spec, batch, input_shape):

@@ -19,6 +19,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH")]))  # for `python -m memplan`
 from torch_models import HF_GPT2, HF_LLAMA  # noqa: E402
 
 # (model, batch): vision models at 32 images, sequence models at 8 sequences.
@@ -48,8 +49,7 @@ def report(memplan, *args):
 
 def row(memplan, model, batch, tmp):
     graph = os.path.join(tmp, "g.json")
-    run(sys.executable, os.path.join(ROOT, "exporters", "pytorch", "memplan_torch.py"),
-        "export", model, "--batch", str(batch), "--static", "--device", "h100", "-o", graph,
+    run(sys.executable, "-m", "memplan", "export", model, "--batch", str(batch), "--static", "--device", "h100", "-o", graph,
         "-q")
     out = {"model": model, "batch": batch}
     for name, conf in CONFS.items():

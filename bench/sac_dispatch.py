@@ -21,14 +21,14 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "exporters", "pytorch"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import torch  # noqa: E402
 from torch.utils.checkpoint import (CheckpointPolicy, checkpoint,  # noqa: E402
                                     create_selective_checkpoint_contexts)
 
-import memplan_torch as mt  # noqa: E402
+import memplan.torch as mt  # noqa: E402
 import peers  # noqa: E402  (paired_seconds: steps alternated with eager ones)
 import torch_models as tm  # noqa: E402
 

@@ -10,7 +10,7 @@ after each):
     (exporters/pytorch/workspace.py; what `export` writes by default) and
     none;
   * `memplan analyze` at batch 2 and `--set batch=8`, against eager steps
-    measured at batch 2 and 8 (torch.profiler, memplan_torch.measure);
+    measured at batch 2 and 8 (torch.profiler, memplan.torch.measure);
   * module plans (`plan --granularity module`) and op-level plans (`plan
     --granularity sac`) at 70% and 50% of the baseline prediction at batch 8
     (the same export, `--set batch=8`; modules at MODULE_DEPTH), applied
@@ -32,7 +32,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "exporters", "pytorch"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 
 HF_GPT2 = "hf:gpt2:n_layer=4,n_embd=256,n_head=4,vocab_size=8000,n_positions=256,seq=128"
 HF_LLAMA = ("hf:llama:hidden_size=256,intermediate_size=688,num_hidden_layers=4,"
@@ -69,7 +69,7 @@ def step_seconds(mt, torch, model, inputs, target, repeats=3):
 
 def one(spec, binary, plans_only=False):
     import torch
-    import memplan_torch as mt
+    import memplan.torch as mt
     row = {"model": spec, "torch": torch.__version__, "threads": 1}
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,7 +159,7 @@ def main():
     models = args.models.split(",") if args.models else MODELS
     doc = {"format": "memplan.bench.torch_models/2", "rows": [],
            "method": "eager CPU steps, 1 intra-op thread, torch.profiler running sum "
-                     "(memplan_torch.measure); one symbolic export at batch 2 per model"}
+                     "(memplan.torch.measure); one symbolic export at batch 2 per model"}
     old = {}
     if args.plans_only:
         doc = json.load(open(args.out))

@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-EXPORTER = os.path.join(ROOT, "exporters", "pytorch")
+EXPORTER = os.path.join(ROOT, "python")
 FORMAT = "memplan.alloc_trace/1"
 
 # Model -> batch on an H200 (a few GiB of activations each), and at --quick.
@@ -70,7 +70,7 @@ def one_run(spec, batch, device, quick):
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, EXPORTER)
-    import memplan_torch as mt
+    import memplan.torch as mt
 
     cuda = device == "cuda"
     mem = torch.cuda.memory if cuda else None

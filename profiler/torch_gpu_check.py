@@ -31,7 +31,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXPORTER = os.path.join(os.path.dirname(HERE), "exporters", "pytorch")
+EXPORTER = os.path.join(os.path.dirname(HERE), "python")
 FORMAT = "memplan.torch_gpu_check/1"
 # (model, GPU batch). Small enough for seconds per step on an H200, large
 # enough that activations dominate.
@@ -106,7 +106,7 @@ def one_model(args):
     """Runs in the child: one row as JSON on stdout's last line."""
     sys.path.insert(0, EXPORTER)
     import torch
-    import memplan_torch as mt
+    import memplan.torch as mt
     row = {"model": args.one, "batch": args.batch, "device": args.device,
            "torch": torch.__version__}
     t0 = time.time()

@@ -9,6 +9,11 @@ scripts/install-deps.sh --test
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEMPLAN_BUILD_TESTS=ON \
   -DMEMPLAN_WITH_CUDA=ON -DMEMPLAN_WITH_ONNX=ON >/dev/null
 cmake --build build -j2
+# The wheel (pyproject.toml) from the same build folder and options: only the
+# link runs. tests/wheel installs it into a fresh venv (ctest -L wheel).
+MEMPLAN_WHEEL_BUILD_DIR=build \
+  MEMPLAN_WHEEL_CMAKE_ARGS="MEMPLAN_BUILD_TESTS=ON MEMPLAN_WITH_CUDA=ON MEMPLAN_WITH_ONNX=ON" \
+  scripts/build-wheel.sh build/wheelhouse
 echo "Optional parts built:"
 build/cli/memplan doctor --no-device
 (cd build && ctest --output-on-failure -j2)

@@ -7,6 +7,8 @@ class Checks:
         self.passed, self.failed = 0, []
 
     def __call__(self, name, ok, detail=""):
+        ok = bool(ok)
+        detail = detail if isinstance(detail, str) else repr(detail)
         print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
         if ok:
             self.passed += 1

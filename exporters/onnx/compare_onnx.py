@@ -5,7 +5,7 @@ For each model: export it to ONNX in training mode (torch.onnx.export with
 TrainingMode.TRAINING, do_constant_folding=False, a symbolic batch), run
 `memplan analyze MODEL.onnx --set batch=N --json`, and measure one eager CPU
 training step of the same model, inputs and cross-entropy target with
-exporters/pytorch/memplan_torch.py's measure() (torch.profiler memory events,
+memplan.torch.measure() (torch.profiler memory events,
 one thread, after a warm-up step). Writes OUT.md and OUT.json.
 
     compare_onnx.py --memplan build/cli/memplan [--models resnet18,...] [--batch 2]
@@ -30,8 +30,8 @@ import torch
 warnings.filterwarnings("ignore")  # torch.onnx's notes on num_batches_tracked, one per BN
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "exporters", "pytorch"))
-import memplan_torch as mt  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import memplan.torch as mt  # noqa: E402
 
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "densenet121", "shufflenet_v2_x1_0",
           "efficientnet_b0"]
@@ -113,7 +113,7 @@ def main():
     doc = {"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__,
            "method": "torch.onnx.export(training=TRAINING, do_constant_folding=False, opset 14, "
                      "symbolic batch) -> memplan analyze --set batch=N; measured: "
-                     "memplan_torch.measure (torch.profiler CPU memory events, 1 thread)",
+                     "memplan.torch.measure (torch.profiler CPU memory events, 1 thread)",
            "rows": rows}
     with open(args.out + ".json", "w") as f:
         json.dump(doc, f, indent=1)

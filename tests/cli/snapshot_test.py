@@ -261,7 +261,7 @@ def test_compare(r):
 RECORD = r"""
 import pickle, sys, torch
 sys.path.insert(0, sys.argv[1])
-import memplan_torch as mt
+import memplan.torch as mt
 from torch.cuda import _memory_viz
 from torch.profiler import profile, ProfilerActivity
 model = mt.load_model(sys.argv[2])
@@ -287,15 +287,17 @@ def test_real_recording(r):
     memory timeline through torch.cuda._memory_viz._profile_to_snapshot), compared with
     the exporter's graph of the same model."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    exporters = os.path.join(root, "exporters", "pytorch")
     graph, snap = r.path("cnn.json"), r.path("cnn.pickle")
-    p = subprocess.run([sys.executable, os.path.join(exporters, "memplan_torch.py"), "export",
+    p = subprocess.run([sys.executable, "-m", "memplan", "export",
                         "models:cnn_small", "--batch", "4", "--static", "-o", graph, "-q"],
-                       capture_output=True, text=True, cwd=root, timeout=600)
+                       capture_output=True, text=True, cwd=root, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(root, "python")))
     if not r.check("export models:cnn_small: exit 0", p.returncode == 0, p.stderr[-1500:]):
         return
-    p = subprocess.run([sys.executable, "-c", RECORD, exporters, "models:cnn_small", "4", snap],
-                       capture_output=True, text=True, cwd=root, timeout=600)
+    p = subprocess.run([sys.executable, "-c", RECORD, os.path.join(root, "python"),
+                        "models:cnn_small", "4", snap],
+                       capture_output=True, text=True, cwd=root, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(root, "python")))
     if not r.check("record a real step's snapshot: exit 0", p.returncode == 0, p.stderr[-1500:]):
         return
     out = r.path("real.json")

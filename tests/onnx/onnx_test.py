@@ -7,7 +7,7 @@ CPU):
 * parameter and buffer bytes equal the torch model's (BatchNormalization's
   running statistics are buffers; num_batches_tracked is not exported);
 * the input and the logits have the torch shapes at --set batch=N;
-* the predicted peak is within 5% of a measured eager step (memplan_torch.py
+* the predicted peak is within 5% of a measured eager step (memplan.torch
   measure) on a small CNN, a small GPT and resnet18;
 * on the CNNs, the ONNX route and the PyTorch exporter's forward style (the
   same lowering from another graph) agree within 2%;
@@ -28,7 +28,7 @@ import tempfile
 import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXPORTER = os.path.join(ROOT, "exporters", "pytorch")
+EXPORTER = os.path.join(ROOT, "python")
 MEASURED_TOLERANCE = 0.05
 ROUTE_TOLERANCE = 0.02
 
@@ -42,8 +42,9 @@ except ImportError as e:
     sys.exit(1)
 warnings.filterwarnings("ignore")
 sys.path.insert(0, EXPORTER)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [EXPORTER, os.environ.get("PYTHONPATH")]))  # for `python -m memplan`
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-import memplan_torch as mt  # noqa: E402
+import memplan.torch as mt  # noqa: E402
 from checks import Checks  # noqa: E402
 
 # (model, batch, compare with the forward-style export)
@@ -137,7 +138,7 @@ def main():
                       f"error {100 * e:+.3f}%")
                 if compare_forward:
                     fwd = stem + ".fwd.json"
-                    p = subprocess.run([sys.executable, os.path.join(EXPORTER, "memplan_torch.py"),
+                    p = subprocess.run([sys.executable, "-m", "memplan",
                                         "export", spec, "--batch", str(batch), "--style",
                                         "forward", "-o", fwd], capture_output=True, text=True)
                     check(f"{name}: forward-style export exits 0", p.returncode == 0,

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The eager peaks tests/simulator_test.cc compares the captured example graphs
 with (examples/cnn_small.joint.graph.json, examples/mlp_torch.joint.graph.json):
-measured here with memplan_torch.measure (torch 1.13 CPU, one thread, batch 8)
+measured here with memplan.torch.measure (torch 1.13 CPU, one thread, batch 8)
 and checked against the numbers written in that test, so they come from this
 script and go stale loudly.
 
@@ -12,9 +12,9 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "exporters", "pytorch"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-import memplan_torch as mt  # noqa: E402
+import memplan.torch as mt  # noqa: E402
 from checks import Checks  # noqa: E402
 
 CASES = {"cnn_small.joint.graph.json": ("models:cnn_small", 8),

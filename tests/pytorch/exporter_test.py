@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of the PyTorch exporter (exporters/pytorch/memplan_torch.py) against
+"""Tests of the PyTorch exporter (python/memplan/torch) against
 real eager steps on the CPU, under whichever torch runs it (CI: Debian's 1.13
 and 2.14 in .venv):
 
@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXPORTER = os.path.join(ROOT, "exporters", "pytorch")
+EXPORTER = os.path.join(ROOT, "python")
 BASELINE_TOLERANCE = 0.005
 PLAN_TOLERANCE = 0.01
 
@@ -46,8 +46,9 @@ except ImportError as e:
           "(scripts/install-deps.sh --test)")
     sys.exit(1)
 sys.path.insert(0, EXPORTER)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [EXPORTER, os.environ.get("PYTHONPATH")]))  # for `python -m memplan`
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-import memplan_torch as mt  # noqa: E402
+import memplan.torch as mt  # noqa: E402
 from checks import Checks  # noqa: E402
 
 # (model, batch, per-sample input shape, module depth for plans or None)
@@ -147,18 +148,18 @@ def symbolic_checks(check, binary, tmp):
             symbolic_case(check, binary, tmp, spec, sizes)
         except Exception as ex:  # noqa: BLE001 - report and count
             check(f"{spec}: symbolic export ran", False, f"{type(ex).__name__}: {ex}")
-    p = subprocess.run([sys.executable, os.path.join(EXPORTER, "memplan_torch.py"), "export",
+    p = subprocess.run([sys.executable, "-m", "memplan", "export",
                         "torchvision:no_such_net", "--batch", "2", "-o", os.path.join(tmp, "x")],
                        capture_output=True, text=True)
     check("a model that cannot be built: exit 2 naming it",
           p.returncode == 2 and p.stderr.strip().endswith(
-              "memplan_torch: torchvision:no_such_net: ValueError: torchvision.models has no "
+              "memplan export: torchvision:no_such_net: ValueError: torchvision.models has no "
               "no_such_net"), f"{p.returncode} {p.stderr[-300:]!r}")
 
 
 def symbolic_case(check, binary, tmp, spec, sizes):
     out = os.path.join(tmp, spec.replace(":", "_") + ".sym.json")
-    p = subprocess.run([sys.executable, os.path.join(EXPORTER, "memplan_torch.py"), "export",
+    p = subprocess.run([sys.executable, "-m", "memplan", "export",
                         spec, "--batch", "2", "-o", out], capture_output=True, text=True)
     if not check(f"{spec}: symbolic export exits 0", p.returncode == 0,
                  "" if p.returncode == 0 else p.stderr[-800:]):
@@ -272,7 +273,7 @@ def sac_plan_checks(check, binary, name, stem, spec, batch, shape, depth, baseli
     # A policy that does not match eager's ops is an error naming both.
     bad = json.load(open(stem + ".sac.json"))
     first = bad["sac"][0]
-    compute = [o for o in first["ops"] if not mt._is_shape_op(o["type"], mt._resolve(o["type"]))]
+    compute = [o for o in first["ops"] if not mt._apply._is_shape_op(o["type"], mt._apply._resolve(o["type"]))]
     compute[0]["type"] = "aten.cosh.default"
     model, inputs, target = fresh(spec, batch, shape)
     mt.apply_plan(model, bad)
@@ -403,7 +404,7 @@ def main():
             meta_checks(check)
         # Forward style through the CLI: memplan lowers it itself.
         fwd = os.path.join(tmp, "cnn_fwd.json")
-        p = subprocess.run([sys.executable, os.path.join(EXPORTER, "memplan_torch.py"), "export",
+        p = subprocess.run([sys.executable, "-m", "memplan", "export",
                             "models:cnn_small", "--batch", "4", "--style", "forward", "-o", fwd],
                            capture_output=True, text=True)
         check("export --style forward exits 0", p.returncode == 0, p.stderr[-500:])

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The exporter's progress line: on a terminal, `memplan_torch.py export`
+"""The exporter's progress line: on a terminal, `memplan export`
 redraws one line on stderr (phase, done/total, seconds); nothing when stderr
 is a pipe or with -q. Runs under a pseudo-terminal for stderr.
 
@@ -14,27 +14,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from checks import Checks, on_terminal  # noqa: E402
 
-EXPORTER = os.path.join(ROOT, "exporters", "pytorch", "memplan_torch.py")
+os.environ["PYTHONPATH"] = os.path.join(ROOT, "python")  # for `python -m memplan`
 
 
 def main():
     check = Checks()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "g.json")
-        cmd = [sys.executable, EXPORTER, "export", "models:cnn_small", "--batch", "2", "-o", out]
+        cmd = [sys.executable, "-m", "memplan", "export", "models:cnn_small", "--batch", "2", "-o", out]
         rc, stdout, err = on_terminal(cmd)
         check("export on a terminal exits 0", rc == 0, err[-500:])
         check("the progress line names the phase and counts the exports",
-              "memplan_torch: export 2/3 (batch=3): tracing (AOTAutograd)" in err
+              "memplan export: export 2/3 (batch=3): tracing (AOTAutograd)" in err
               and "\r\033[K" in err,
               repr(err[-300:]))
         check("the line is cleared at the end", err.rstrip(" \n").endswith("\033[K")
               or err.endswith("\r\033[K"), repr(err[-80:]))
         rc, stdout, err = on_terminal(cmd + ["-q"])
-        check("-q: no progress on a terminal", rc == 0 and "memplan_torch: export" not in err,
+        check("-q: no progress on a terminal", rc == 0 and "memplan export:" not in err,
               repr(err[-300:]))
         p = subprocess.run(cmd, capture_output=True, text=True)
-        check("piped: no progress", p.returncode == 0 and "memplan_torch: exporting"
+        check("piped: no progress", p.returncode == 0 and "memplan export:"
               not in p.stderr and "\033[K" not in p.stderr, repr(p.stderr[-300:]))
     print(f"{check.passed} passed, {len(check.failed)} failed")
     return 0 if not check.failed else 1

@@ -5,9 +5,9 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "exporters", "pytorch"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-import symbolic  # noqa: E402
+from memplan import symbolic  # noqa: E402
 from checks import Checks  # noqa: E402
 
 

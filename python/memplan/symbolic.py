@@ -165,7 +165,7 @@ def make_symbolic(export_at, names, base, step):
         t = dict(t)
         shape = []
         for d in range(len(t["shape"])):
-            v = solve(lambda g: g["tensors"][k]["shape"][d],
+            v = solve(lambda g, k=k, d=d: g["tensors"][k]["shape"][d],
                       f"tensor {t['id']} dimension {d}", exact=True)
             if isinstance(v, str):
                 stats["symbolic_dims"] += 1
@@ -175,7 +175,7 @@ def make_symbolic(export_at, names, base, step):
     ops = []
     for k, o in enumerate(g0["ops"]):
         o = dict(o)
-        ws = solve(lambda g: g["ops"][k].get("workspace_bytes", 0),
+        ws = solve(lambda g, k=k: g["ops"][k].get("workspace_bytes", 0),
                    f"op {o['id']} workspace_bytes", exact=False, grows=True)
         if ws is None:  # not multilinear, or shrinking with a size: the largest seen
             stats["workspace_constant"] += 1
@@ -189,7 +189,7 @@ def make_symbolic(export_at, names, base, step):
         else:
             o.pop("workspace_bytes", None)
         if "flops" in o:
-            fl = solve(lambda g: g["ops"][k].get("flops"), f"op {o['id']} flops", exact=False)
+            fl = solve(lambda g, k=k: g["ops"][k].get("flops"), f"op {o['id']} flops", exact=False)
             if isinstance(fl, str):
                 o["flops"] = fl
                 stats["flops_symbolic"] += 1

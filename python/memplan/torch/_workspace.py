@@ -27,7 +27,7 @@ Falls short on: oneDNN's choices that depend on sizes in ways not modelled
 (1x1 strided convolution backward measured 17% above its weight bytes on
 resnet18), kernels other than the ones above (their scratch is taken as 0).
 """
-from memplan_torch import nbytes as _bytes
+from ._graph import nbytes as _bytes
 
 DEVICES = ("cpu", "cuda", "h100", "h200", "a100")
 

@@ -3,11 +3,11 @@
 and a GPT-style transformer (CPU, torch 1.13), and memplan's module plans against
 PyTorch's own min-cut rematerialization partitioner.
 
-    /usr/bin/python3 exporters/pytorch/compare_models.py --memplan build/cli/memplan \
+    /usr/bin/python3 bench/compare_models.py --memplan build/cli/memplan \
         [--only resnet18,gpt] [--out bench/results/torch_models]
 
-For each model: export the joint graph (memplan_torch.export), measure one eager
-step (memplan_torch.measure), `memplan analyze` it; then `memplan plan --budget
+For each model: export the joint graph (memplan.torch.export), measure one eager
+step (memplan.torch.measure), `memplan analyze` it; then `memplan plan --budget
 70% of the predicted baseline --granularity module`, apply the plan's modules
 with torch.utils.checkpoint and measure again. Second table: the same graph
 partitioned by functorch.compile.min_cut_rematerialization_partition: bytes the
@@ -25,9 +25,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-import memplan_torch as mt  # noqa: E402
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import memplan.torch as mt  # noqa: E402
 
 # (label, model spec, batch, per-sample input shape or None, module depth)
 MODELS = [
@@ -213,7 +213,7 @@ def main():
     text = tables(rows)
     print(text)
     with open(args.out + ".md", "w") as f:
-        f.write(f"# memplan vs eager PyTorch\n\nWritten by `exporters/pytorch/compare_models.py` "
+        f.write(f"# memplan vs eager PyTorch\n\nWritten by `bench/compare_models.py` "
                 f"on {time.strftime('%Y-%m-%d')}.\n\n" + text)
     with open(args.out + ".json", "w") as f:
         json.dump(rows, f, indent=1)

@@ -1,7 +1,7 @@
-"""Small models for memplan_torch's tests and benchmarks, named on the command
-line as `models:FACTORY` (e.g. `memplan_torch.py export models:gpt_small --batch 4`).
+"""Small models for memplan's tests and benchmarks, named on the command
+line as `models:FACTORY` (e.g. `memplan export models:gpt_small --batch 4`).
 
-A model may define example_input(batch) -> input tensor; memplan_torch then
+A model may define example_input(batch) -> input tensor; memplan.torch then
 uses it instead of --input-shape.
 """
 import math

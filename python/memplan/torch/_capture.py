@@ -1,0 +1,337 @@
+"""Capture: one training step traced by AOTAutograd into forward and backward fx graphs,
+with each node's module scope and eager in-place origin recorded."""
+
+import contextlib
+import copy
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from ._common import (
+    INPLACE_KEY,
+    SCOPE_KEY,
+    SEED,
+    TORCH2,
+    FunctionalTensorMode,
+    aot_function,
+    aot_module,
+    default_partition,
+    make_boxed_func,
+)
+from ._spec import WithLoss
+
+
+def _mutated_arg(target):
+    """Index of the argument an in-place ATen op writes (schema `(a!)`), else None."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return None
+    for j, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            return j
+    return None
+
+
+def _packet_name(target):
+    pk = getattr(target, "overloadpacket", None)
+    return getattr(pk, "__name__", None)
+
+
+class ScopeRecorder:
+    """Tags every fx node created while tracing with meta[SCOPE_KEY], and the
+    functional counterparts of eager in-place ops with meta[INPLACE_KEY].
+
+    * forward: module pre/post hooks keep a stack of module paths; a node
+      created while the stack is non-empty gets its top.
+    * backward: each module's post-hook also walks the autograd graph behind
+      its outputs and registers a post-hook on the untagged grad_fn nodes; a
+      module's pre-hook gives untagged nodes behind its inputs to the parent.
+      The autograd engine runs nodes one at a time (CPU: on the calling
+      thread), so the fx nodes created since the previous post-hook belong to
+      the node whose post-hook fires now. Gradient-summing adds run after the
+      producing node's hook and end up in the next node's scope (best effort).
+    * aot 1.13 traces twice (plain, then functionalized by re-running the
+      first graph in an fx.Interpreter); during the second trace a node
+      inherits the scope of the node being interpreted, and when that node is
+      an in-place op (relu_, add_, ...), the node of the functional op of the
+      same name (relu, add) is tagged with the index of the overwritten input.
+    * torch 2.x traces once, functionalizing in FunctionalTensorMode: while it
+      dispatches an in-place op (relu_), the node of the functional op of the
+      same name that it emits (relu) is tagged the same way.
+    """
+
+    def __init__(self, root, names, record_inplace=True):
+        self.root, self.names = root, names  # names: module -> scope string
+        self.record_inplace = record_inplace
+        self.stack, self.pending, self.cur_src = [], [], None
+        self.cur_inplace = None  # torch 2.x: the in-place op being functionalized
+        self.tagged = {}  # grad_fn -> scope (holds refs so ids stay valid)
+        self.handles = []
+        self.inplace_sources = 0
+
+    def __enter__(self):
+        st = self
+        self.orig_create = torch.fx.Graph.create_node
+        self.orig_run_node = torch.fx.Interpreter.run_node
+
+        def create_node(graph, *a, **k):
+            node = st.orig_create(graph, *a, **k)
+            src = st.cur_src
+            inp = st.cur_inplace
+            if (inp is not None and node.op == "call_function"
+                    and _packet_name(node.target) == _packet_name(inp)[:-1]):
+                node.meta[INPLACE_KEY] = str(inp)
+            if src is not None:
+                if SCOPE_KEY in src.meta:
+                    node.meta[SCOPE_KEY] = src.meta[SCOPE_KEY]
+                if (st.record_inplace and node.op == "call_function"
+                        and src.op == "call_function"):
+                    j = _mutated_arg(src.target)
+                    name = _packet_name(src.target)
+                    if (j == 0 and name and name.endswith("_")
+                            and _packet_name(node.target) == name[:-1]):
+                        node.meta[INPLACE_KEY] = str(src.target)
+            elif st.stack:
+                node.meta[SCOPE_KEY] = st.stack[-1]
+            else:
+                st.pending.append(node)
+            return node
+
+        def run_node(interp, n):
+            prev, st.cur_src = st.cur_src, n
+            try:
+                return st.orig_run_node(interp, n)
+            finally:
+                st.cur_src = prev
+
+        def dispatch(mode, func, types, args=(), kwargs=None):
+            name = _packet_name(func)
+            inplace = (func if st.record_inplace and _mutated_arg(func) == 0 and name
+                       and name.endswith("_") else None)
+            prev, st.cur_inplace = st.cur_inplace, inplace
+            try:
+                return st.orig_dispatch(mode, func, types, args, kwargs)
+            finally:
+                st.cur_inplace = prev
+
+        torch.fx.Graph.create_node = create_node
+        torch.fx.Interpreter.run_node = run_node
+        if FunctionalTensorMode is not None:
+            self.orig_dispatch = FunctionalTensorMode.__torch_dispatch__
+            FunctionalTensorMode.__torch_dispatch__ = dispatch
+        for mod in self.root.modules():
+            self.handles.append(mod.register_forward_pre_hook(self._pre))
+            self.handles.append(mod.register_forward_hook(self._post))
+        return self
+
+    def __exit__(self, *exc):
+        torch.fx.Graph.create_node = self.orig_create
+        torch.fx.Interpreter.run_node = self.orig_run_node
+        if FunctionalTensorMode is not None:
+            FunctionalTensorMode.__torch_dispatch__ = self.orig_dispatch
+        for h in self.handles:
+            h.remove()
+        self.tagged.clear()
+
+    def _walk(self, tensors):
+        """Untagged autograd nodes reachable from `tensors` (stops at tagged ones)."""
+        seen, todo = set(), [t.grad_fn for t in _flat_tensors(tensors)]
+        while todo:
+            fn = todo.pop()
+            if (fn is None or fn in seen or fn in self.tagged
+                    or type(fn).__name__ == "AccumulateGrad"):
+                continue
+            seen.add(fn)
+            todo.extend(f for f, _ in fn.next_functions)
+        return seen
+
+    def _tag(self, fns, scope):
+        for fn in fns:
+            self.tagged[fn] = scope
+            fn.register_hook(self._bw_hook(scope))
+
+    def _pre(self, mod, inputs):
+        if self.stack:
+            self._tag(self._walk(inputs), self.stack[-1])
+        self.stack.append(self.names[mod])
+
+    def _post(self, mod, inputs, output):
+        scope = self.stack.pop()
+        self._tag(self._walk(output), scope)
+
+    def _bw_hook(self, scope):
+        def hook(grad_inputs, grad_outputs):
+            for node in self.pending:
+                node.meta.setdefault(SCOPE_KEY, scope)
+            self.pending.clear()
+        return hook
+
+
+def _flat_tensors(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for e in x for t in _flat_tensors(e)]
+    if isinstance(x, dict):
+        return [t for e in x.values() for t in _flat_tensors(e)]
+    return []
+
+
+def _named(module, what):
+    """Named parameters/buffers in aot_module's primal order (duplicates kept)."""
+    try:
+        return list(getattr(module, "named_" + what)(remove_duplicate=False))
+    except TypeError:  # torch 1.13
+        from functorch._src.named_members_polyfill import _named_buffers, _named_parameters
+        fn = _named_parameters if what == "parameters" else _named_buffers
+        return list(fn(module, remove_duplicate=False))
+
+
+def capture(model, inputs, target, partition_fn=default_partition, record_inplace=True,
+            user_loss=None):
+    """Traces a copy of model + loss with aot_module. Returns ({"fw", "bw"}:
+    (GraphModule, example args)), [(primal name, kind)]. target None: the
+    loss is user_loss(output) and the step has no target input."""
+    wrapped = WithLoss(copy.deepcopy(model), user_loss, has_target=target is not None)
+    targets = [] if target is None else [target]
+    # Scopes: the loss wrapper is "loss", the model's own code "", its
+    # submodules their usual paths ("layer1.0.conv1").
+    names = {}
+    for n, m in wrapped.named_modules():
+        names[m] = "loss" if n == "" else ("" if n == "model" else n[len("model."):])
+    graphs = {}
+
+    def fw_compiler(gm, args):
+        graphs["fw"] = (gm, list(args))
+        return make_boxed_func(gm.forward)
+
+    def bw_compiler(gm, args):
+        graphs["bw"] = (gm, list(args))
+        return make_boxed_func(gm.forward)
+
+    if TORCH2:
+        # aot_function over functional_call with each parameter once: tied
+        # weights (an LM head sharing the embedding) are one primal, tied back
+        # by functional_call (aot_module passes both names and fails on them).
+        params = list(wrapped.named_parameters())
+        buffers = list(wrapped.named_buffers())
+        keys = [n for n, _ in params + buffers]
+
+        def step_fn(*flat):
+            state = dict(zip(keys, flat[:len(keys)]))
+            return torch.func.functional_call(wrapped, state, tuple(flat[len(keys):]),
+                                              tie_weights=True)
+
+        compiled = aot_function(step_fn, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                                partition_fn=partition_fn)
+        args = [t for _, t in params + buffers] + list(inputs) + targets
+    else:
+        compiled = aot_module(wrapped, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                              partition_fn=partition_fn)
+        args = list(inputs) + targets
+        params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
+    torch.manual_seed(SEED + 3)
+    on_meta = inputs[0].is_meta
+    with ScopeRecorder(wrapped, names, record_inplace), \
+            (_meta_patches() if on_meta else contextlib.nullcontext()):
+        loss = compiled(*args)
+        loss.backward()
+
+    for gm, _ in graphs.values():
+        remove_dead_code(gm)
+
+    def strip(n):
+        return n[len("model."):] if n.startswith("model.") else n
+
+    primals = [(strip(n), "parameter") for n, _ in params]
+    primals += [(strip(n), "buffer") for n, _ in buffers]
+    in_names = ["x"] if len(inputs) == 1 else [f"x{i}" for i in range(len(inputs))]
+    primals += [(n, "input") for n in in_names] + [("target", "input") for _ in targets]
+    # The forward graph is replayed on the real tensors in primal order (torch
+    # 2.x hands the compiler fake tensors).
+    real = [t for _, t in params + buffers] + list(inputs) + targets
+    graphs["fw"] = (graphs["fw"][0], real)
+    return graphs, primals
+
+
+@contextlib.contextmanager
+def _meta_patches():
+    """What tracing on the meta device needs to give the CPU trace's graph:
+    * F.cross_entropy as the ops it decomposes to on the CPU (log_softmax,
+      nll_loss_forward): on meta, aten.nll_loss has a Python meta kernel and
+      no autograd kernel, so AOT's backward trace would stop at the loss;
+    * torch.autocast(device_type="meta") (transformers' RoPE disables
+      autocast on its input's device) as the CPU's;
+    * F.scaled_dot_product_attention picks its kernel as the CPU would
+      (torch._fused_sdp_choice on CPU stand-ins: stride-0 views of one row,
+      no data); on meta it would always take the math path."""
+    orig = F.cross_entropy
+    orig_autocast = torch.autocast
+    orig_sdpa = F.scaled_dot_product_attention
+
+    def stand_in(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return torch.empty(t.shape[-1] if t.dim() else 1, dtype=t.dtype).expand(t.shape)
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+        if query.is_meta and not enable_gqa:
+            from torch.utils._python_dispatch import _disable_current_modes
+            with _disable_current_modes():  # a question, not a traced op
+                choice = torch._fused_sdp_choice(stand_in(query), stand_in(key),
+                                                 stand_in(value), stand_in(attn_mask), dropout_p,
+                                                 is_causal, scale=scale)
+            if choice == int(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+                if isinstance(attn_mask, torch.Tensor) and attn_mask.dtype == torch.bool:
+                    # as the CPU kernel converts it: where(mask, 0, -inf)
+                    neg = torch.scalar_tensor(float("-inf"), dtype=query.dtype,
+                                              device=query.device)
+                    zero = torch.scalar_tensor(0.0, dtype=query.dtype, device=query.device)
+                    attn_mask = torch.where(attn_mask, zero, neg)
+                return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                    query, key, value, dropout_p, is_causal, attn_mask=attn_mask,
+                    scale=scale)[0]
+        return orig_sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                         is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+
+    class autocast(orig_autocast):
+        def __init__(self, device_type, *a, **k):
+            super().__init__("cpu" if device_type == "meta" else device_type, *a, **k)
+    reductions = {"none": 0, "mean": 1, "sum": 2}
+
+    def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                      reduce=None, reduction="mean", label_smoothing=0.0):
+        if (input.dim() == 2 and target.dim() == 1 and weight is None and size_average is None
+                and reduce is None and label_smoothing == 0.0 and reduction in reductions
+                and not target.is_floating_point()):
+            logp = F.log_softmax(input, 1)
+            return torch.ops.aten.nll_loss_forward(logp, target, None, reductions[reduction],
+                                                   ignore_index)[0]
+        return orig(input, target, weight, size_average, ignore_index, reduce, reduction,
+                    label_smoothing)
+
+    F.cross_entropy, torch.autocast = cross_entropy, autocast
+    F.scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention = sdpa
+    try:
+        yield
+    finally:
+        F.cross_entropy, torch.autocast = orig, orig_autocast
+        F.scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention = orig_sdpa
+
+
+def remove_dead_code(gm):
+    """Drops ops whose results nothing reads. torch 2.x's partitioner leaves
+    some in the backward (a recomputed attention score chain ending in an
+    unread dropout: random ops survive its dead-code pass); eager never runs
+    them. Ops that write an argument are kept."""
+    removed = 0
+    for node in reversed(list(gm.graph.nodes)):
+        if (node.op == "call_function" and not node.users
+                and _mutated_arg(node.target) is None):
+            gm.graph.erase_node(node)
+            removed += 1
+    if removed:
+        gm.recompile()
+    return removed

@@ -1,0 +1,137 @@
+"""The exporter's command line: `memplan export` and `memplan measure`."""
+
+import argparse
+import json
+import sys
+
+from .. import symbolic
+from ._common import PROGRESS, default_partition, min_cut_rematerialization_partition
+from ._export import export, export_symbolic
+from ._graph import dumps
+from ._measure import measure
+from ._spec import example_inputs, load_model, make_target
+
+
+def _shape(text):
+    try:
+        return tuple(int(s) for s in text.replace("x", ",").split(",") if s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected e.g. 3,64,64") from None
+
+
+def _setup(args):
+    meta = getattr(args, "device", "cpu") != "cpu"
+    model = load_model(args.model, device="meta" if meta else None)
+    inputs = example_inputs(model, args.batch, args.input_shape)
+    return model, inputs, make_target(model, inputs)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="memplan", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("export", "measure"):
+        p = sub.add_parser(name)
+        p.add_argument("model", help="torchvision:NAME or package.module:factory")
+        p.add_argument("--batch", type=int, required=True)
+        p.add_argument("--input-shape", type=_shape, default=None,
+                       help="per-sample input shape, e.g. 3,64,64 (default: the model's "
+                            "example_input, else 3,224,224)")
+    ex = sub.choices["export"]
+    ex.add_argument("-o", "--output", required=True)
+    ex.add_argument("--style", choices=("joint", "forward"), default="joint")
+    ex.add_argument("--static", action="store_true",
+                    help="integer shapes at --batch only (default: symbols batch, and seq "
+                         "for sequence models, solved from a few exports at nearby sizes)")
+    ex.add_argument("--seq", type=int, help="sequence length for sequence models "
+                                            "(default: the model's)")
+    ex.add_argument("--device", default="cpu", choices=("cpu", "meta", "cuda", "h100", "h200",
+                                                        "a100"),
+                    help="cpu: traced on this CPU's tensors, for an eager step on the CPU; "
+                         "meta: traced without data (nothing allocated, no step run), for the "
+                         "CPU; cuda, h100, h200, a100: traced without data, for an eager step "
+                         "on that GPU (its dropout kernel; no CPU scratch)")
+    ex.add_argument("--measure-workspace", action="store_true",
+                    help="per-op scratch measured by replaying the step on this CPU "
+                         "(--device cpu only) instead of workspace.py's rules")
+    ex.add_argument("--measure-times", action="store_true",
+                    help="each op's time_us measured by replaying the step's graphs on this "
+                         "CPU, one thread (--device cpu --static only): memplan plans with "
+                         "these times instead of its roofline")
+    ex.add_argument("--partition", choices=("default", "min_cut"), default="default",
+                    help="aot partitioner (joint style): default saves what the backward "
+                         "reads; min_cut is PyTorch's rematerializing partitioner")
+    ms = sub.choices["measure"]
+    ms.add_argument("--plan", help="memplan.plan/1 to apply before measuring: its modules "
+                                   "(memplan plan --granularity module) or its selective "
+                                   "checkpointing policies (--granularity sac)")
+    ms.add_argument("--json", help="write the report here (also printed)")
+    for p in (ex, ms):
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    args = ap.parse_args(argv)
+    PROGRESS.enabled = sys.stderr.isatty() and not args.quiet
+    try:
+        return _run(args)
+    except Exception as e:  # noqa: BLE001 - bad input is exit 2 naming the model
+        print(f"memplan {args.cmd}: {args.model}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
+    try:
+        return _run_command(args)
+    finally:
+        PROGRESS.done()
+
+
+def _run_command(args):
+    PROGRESS("building " + args.model)
+    model, inputs, target = _setup(args)
+    if args.cmd == "export":
+        pf = (default_partition if args.partition == "default"
+              else min_cut_rematerialization_partition)
+        parts = args.model.split(":")
+        name = ":".join(parts[:2]) if parts[0] == "hf" else parts[-1]
+        if args.measure_workspace and args.device != "cpu":
+            raise ValueError("--measure-workspace replays the step on this CPU: it needs "
+                             "--device cpu")
+        kw = {"target_device": "cpu" if args.device in ("cpu", "meta") else "cuda",
+              "workspace": "measure" if args.measure_workspace else "rules"}
+        if args.measure_times:
+            if args.device != "cpu" or not args.static:
+                raise ValueError("--measure-times replays the step on this CPU at one size: it "
+                                 "needs --device cpu and --static")
+            kw["times"] = True
+        if args.static:
+            if args.seq is not None:
+                inputs = example_inputs(model, args.batch, args.input_shape, seq=args.seq)
+                target = make_target(model, inputs)
+            graph, stats = export(model, inputs, target, style=args.style, name=name,
+                                  partition_fn=pf, with_stats=True, **kw)
+        else:
+            try:
+                graph, stats = export_symbolic(model, args.batch, args.input_shape, seq=args.seq,
+                                               name=name, style=args.style, partition_fn=pf,
+                                               **kw)
+            except (symbolic.SymbolicError, ValueError) as e:
+                print(f"memplan export: {args.model}: {e} (export --static writes integer "
+                      "shapes)", file=sys.stderr)
+                return 2
+        with open(args.output, "w") as f:
+            f.write(dumps(graph))
+        fw = sum(1 for o in graph["ops"] if o["phase"] == "forward")
+        print(json.dumps({"output": args.output, "ops": len(graph["ops"]), "forward_ops": fw,
+                          "tensors": len(graph["tensors"]), **stats}, indent=1))
+        return 0
+    PROGRESS("measuring one eager step")
+    report = measure(model, inputs, target, plan=args.plan)
+    report = {"model": args.model, "batch": args.batch, **report}
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""export() and export_symbolic(): a model's training step as a memplan.graph/1 dict."""
+
+
+from .. import symbolic
+from . import _workspace as workspace_rules
+from ._capture import capture
+from ._common import PROGRESS, default_partition
+from ._convert import convert
+from ._graph import validate
+from ._spec import example_inputs, has_seq, make_target
+
+
+def export(model, example_inputs, target=None, style="joint", name="model",
+           partition_fn=default_partition, with_stats=False, record_inplace=True,
+           target_device="cpu", workspace="rules", times=False, loss_fn=None):
+    """memplan.graph/1 (a dict) of one training step of `model` on
+    `example_inputs` (a tuple) with the cross-entropy loss against `target`
+    (random, shaped from the output, when None). The model is not modified.
+    record_inplace=False writes the functionalized graph as traced (eager's
+    in-place ops then allocate, as in a compiled step). workspace: per-op
+    scratch from "rules" (workspace.py: shapes and device), "measure"d by
+    replaying the step on this CPU (torch.profiler; the tests' oracle), or
+    "none". times=True: each op's time_us measured by replaying the traced
+    graphs on this CPU (one thread, the least of 3 runs after a warm-up; the
+    planner's costs then, instead of its roofline). target_device: where
+    the eager step will run ("cpu" or "cuda"; the graph is traced on this
+    CPU either way): eager kernels that differ (dropout) follow it.
+    loss_fn: the step's loss instead of cross-entropy, called as
+    loss_fn(output, target), or loss_fn(output) when target is None."""
+    if target_device not in ("cpu", "cuda"):
+        raise ValueError(f"target_device {target_device!r}: cpu or cuda")
+    if workspace not in ("rules", "measure", "none"):
+        raise ValueError(f"workspace {workspace!r}: rules, measure or none")
+    if style not in ("joint", "forward"):
+        raise ValueError(f"style {style!r}: joint or forward")
+    inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
+        else (example_inputs,)
+    if target is None and loss_fn is None:
+        target = make_target(model, inputs)
+    # A model and inputs on the meta device are traced without data (nothing
+    # allocated, no kernel run). Tensors the model creates must follow its
+    # inputs' device (torch.arange(n, device=x.device)): a device context
+    # around AOT's trace loses the backward.
+    PROGRESS("tracing (AOTAutograd)")
+    graphs, primals = capture(model, inputs, target, partition_fn, record_inplace,
+                              user_loss=loss_fn)
+    PROGRESS("converting")
+    graph, stats = convert(graphs, primals, name, style, target_device,
+                           measure_workspace=workspace == "measure", measure_times=times)
+    if workspace == "rules":
+        stats["workspace_ops"] = workspace_rules.apply_rules(graph, target_device)
+    stats["workspace"] = workspace
+    errs = validate(graph)
+    if errs:
+        raise RuntimeError("exported graph fails its self-check:\n  " + "\n  ".join(errs[:20]))
+    return (graph, stats) if with_stats else graph
+
+
+def export_symbolic(model, batch, input_shape=None, seq=None, name="model", **kw):
+    """export() with the sizes as symbols: `batch` always, `seq` when the
+    model's example_input takes one (default: the model's own length). The
+    step is exported at 2^N + 1 sizes around (batch, seq) and every number
+    that changes is solved as a multilinear expression (symbolic.py), so
+    `memplan analyze --set batch=64` resizes the graph without tracing again.
+    Returns (graph, stats); raises symbolic.SymbolicError when some size
+    cannot be expressed."""
+    # Batch 1 takes other code paths in some models (transformers' position
+    # ids: a slice instead of an expand, both views): solved from batches 2..4
+    # and then set to 1.
+    names, base, step = ["batch"], [max(batch, 2)], [1]
+    if input_shape is None and has_seq(model):
+        if seq is None:
+            seq = example_inputs(model, 1)[0].shape[1]
+        names.append("seq")
+        base.append(seq)
+        step.append(-1)  # a model may have a maximum length (position embeddings)
+        if seq < 3:
+            raise ValueError(f"{name}: seq {seq}: symbolic export needs seq >= 3")
+    stats_at_base = {}
+
+    count = [0]
+    total = 2 ** len(names) + 1
+
+    def export_at(point):
+        sizes = dict(zip(names, point))
+        count[0] += 1
+        PROGRESS.prefix = (f"export {count[0]}/{total} ("
+                           + ", ".join(f"{k}={v}" for k, v in sizes.items()) + "): ")
+        inputs = example_inputs(model, sizes["batch"], input_shape, seq=sizes.get("seq"))
+        target = make_target(model, inputs)
+        g, st = export(model, inputs, target, name=name, with_stats=True, **kw)
+        if list(point) == base:
+            stats_at_base.update(st)
+        return g
+
+    try:
+        graph, sym_stats = symbolic.make_symbolic(export_at, names, tuple(base), tuple(step))
+    finally:
+        PROGRESS.prefix = ""
+    graph["symbols"]["batch"] = batch
+    return graph, {**stats_at_base, **sym_stats, "symbols": graph["symbols"]}

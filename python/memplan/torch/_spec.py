@@ -1,0 +1,127 @@
+"""Model specs, example inputs and the training step every export and measurement runs."""
+
+import contextlib
+import copy
+import importlib
+import inspect
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ._common import SEED
+
+
+def load_model(spec, device=None):
+    """`torchvision:NAME`, `hf:ARCH[:k=v,...]` or `package.module:factory` ->
+    nn.Module (seeded, train mode); built on `device` when given ("meta": no
+    weights allocated, nothing initialised for real)."""
+    if device is not None:
+        with torch.device(device):
+            return load_model(spec)
+    if ":" not in spec:
+        raise ValueError("expected torchvision:NAME, hf:ARCH or package.module:factory")
+    mod_name, attr = spec.split(":", 1)
+    torch.manual_seed(SEED)
+    if mod_name == "hf":
+        from . import _hf
+        return _hf.build(attr).train()
+    if mod_name == "torchvision":
+        import torchvision
+        factory = getattr(torchvision.models, attr, None)
+        if factory is None:
+            raise ValueError(f"torchvision.models has no {attr}")
+        model = factory(weights=None)
+    else:
+        module = _import_spec_module(mod_name)
+        factory = getattr(module, attr, None)
+        if factory is None:
+            raise ValueError(f"{mod_name} has no {attr}")
+        model = factory()
+    return model.train()
+
+
+def _import_spec_module(mod_name: str):
+    """The module a `module:factory` spec names. `models` is the user's own
+    module of that name when one is importable, else memplan's bundled test
+    models (memplan.torch.models)."""
+    try:
+        return importlib.import_module(mod_name)
+    except ImportError as e:
+        if mod_name == "models" and getattr(e, "name", None) == "models":
+            return importlib.import_module("memplan.torch.models")
+        raise ValueError(f"cannot import {mod_name}: {e}") from None
+
+
+def has_seq(model):
+    """True when model.example_input takes a sequence length (`seq`)."""
+    fn = getattr(model, "example_input", None)
+    return fn is not None and "seq" in inspect.signature(fn).parameters
+
+
+def example_inputs(model, batch, input_shape=None, seq=None):
+    """The step's input tuple: model.example_input(batch[, seq]), else
+    randn(batch, *shape); on the model's device (meta for a meta model)."""
+    p = next(model.parameters(), None)
+    if p is not None and p.is_meta:
+        with torch.device("meta"):
+            return _example_inputs(model, batch, input_shape, seq)
+    return _example_inputs(model, batch, input_shape, seq)
+
+
+def _example_inputs(model, batch, input_shape, seq):
+    torch.manual_seed(SEED + 1)
+    if input_shape is None and hasattr(model, "example_input"):
+        x = model.example_input(batch, seq=seq) if seq is not None else model.example_input(batch)
+        return x if isinstance(x, tuple) else (x,)
+    shape = tuple(input_shape or (3, 224, 224))
+    return (torch.randn(batch, *shape),)
+
+
+def make_target(model, inputs):
+    """Random class targets shaped like the output without its last dimension
+    (found with a no-grad forward of a copy on the first sample); for models
+    with their own LM loss, the labels: the input ids."""
+    if getattr(model, "memplan_returns_loss", False):
+        return inputs[0].clone()
+    probe = copy.deepcopy(model).eval()
+    on = torch.device("meta") if inputs[0].is_meta else contextlib.nullcontext()
+    with torch.no_grad(), on:
+        out = probe(*[x[:1] for x in inputs])
+    shape = (inputs[0].shape[0],) + tuple(out.shape[1:-1])
+    torch.manual_seed(SEED + 2)
+    return torch.randint(0, out.shape[-1], shape, device=inputs[0].device)
+
+
+def loss_fn(out, target):
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+
+
+def step_loss(model, inputs, target, user_loss=None):
+    """The step's loss. With `user_loss`: user_loss(output, target), or
+    user_loss(output) when target is None. Else the model's own when it
+    computes one (hf: models take the labels and return their LM loss), else
+    cross-entropy of its output against target."""
+    if user_loss is not None:
+        out = model(*inputs)
+        return user_loss(out) if target is None else user_loss(out, target)
+    if getattr(model, "memplan_returns_loss", False):
+        return model(*inputs, target)
+    return loss_fn(model(*inputs), target)
+
+
+class WithLoss(nn.Module):
+    """model + loss as one module, so the loss is inside the traced graph.
+    forward(*inputs, target) or, with has_target False, forward(*inputs)."""
+
+    def __init__(self, model, user_loss=None, has_target=True):
+        super().__init__()
+        self.model = model
+        self.user_loss = user_loss
+        self.has_target = has_target
+
+    def forward(self, *args):
+        if not self.has_target:
+            return step_loss(self.model, args, None, self.user_loss)
+        *inputs, target = args
+        return step_loss(self.model, inputs, target, self.user_loss)

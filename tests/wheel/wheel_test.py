@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""The wheel as a user gets it: a fresh venv, `pip install memplan-*.whl[torch,
+vision,hf]`, no checkout on PYTHONPATH, then
+
+* `memplan --version` names the package's and the binary's versions;
+* `memplan analyze` through the installed command prints what the checkout's
+  build prints (examples/mlp.graph.json), and bad input is exit 2;
+* `memplan export` + `memplan analyze` from the shell predict a measured
+  eager CPU step (`memplan measure`) within 0.5%;
+* a user's script (user_script.py) estimates a torchvision and a
+  transformers model within 0.5% of their measured steps and applies a plan
+  whose measured step is lower than the unplanned one;
+* the installed binary needs no library outside the wheel but glibc's,
+  libstdc++, libgcc and zlib (auditwheel copied the rest in).
+
+    wheel_test.py --wheel-dir build/wheelhouse --memplan build/cli/memplan
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from checks import Checks  # noqa: E402
+
+TOLERANCE = 0.005
+# What the manylinux policy lets a wheel take from the system (auditwheel
+# grafts everything else into memplan.libs/).
+SYSTEM_LIBS = ("linux-vdso", "libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so",
+               "ld-linux", "libstdc++.so", "libgcc_s.so", "libz.so")
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MEMPLAN_BINARY")}
+    return env
+
+
+def run(cmd, cwd, timeout=900):
+    return subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def rel_error(predicted, measured):
+    return (predicted - measured) / measured
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--wheel-dir", required=True)
+    ap.add_argument("--memplan", required=True, help="the checkout's build of the binary")
+    ap.add_argument("--python", default=os.environ.get("MEMPLAN_VENV_PYTHON", "python3.11"))
+    ap.add_argument("--venv", default=None, help="where to make the fresh venv")
+    ap.add_argument("--reuse-venv", action="store_true",
+                    help="developers: keep --venv if it exists (CI makes a fresh one)")
+    args = ap.parse_args()
+    args.memplan = os.path.abspath(args.memplan)
+    check = Checks()
+    wheels = sorted(glob.glob(os.path.join(args.wheel_dir, "memplan-*manylinux*.whl")))
+    if not check("a repaired manylinux wheel exists", len(wheels) == 1,
+                 "" if len(wheels) == 1 else
+                 f"{wheels} in {args.wheel_dir} (scripts/build-wheel.sh makes it)"):
+        return 1
+    wheel = wheels[0]
+    print(f"wheel: {os.path.basename(wheel)}, {os.path.getsize(wheel) / 2**20:.2f} MiB")
+    with tempfile.TemporaryDirectory(prefix="memplan-wheel-") as tmp:
+        venv = os.path.abspath(args.venv or os.path.join(tmp, "venv"))
+        py, memplan = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "memplan")
+        reuse = args.reuse_venv and os.path.exists(memplan)
+        if not reuse:
+            shutil.rmtree(venv, ignore_errors=True)
+            p = run([args.python, "-m", "venv", venv], tmp)
+            if not check("fresh venv", p.returncode == 0, p.stderr[-500:]):
+                return 1
+        t = time.time()
+        p = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                 *(["--force-reinstall", "--no-deps"] if reuse else []),
+                 wheel + "[torch,vision,hf]"], tmp, timeout=1800)
+        if not check(f"pip install WHEEL[torch,vision,hf] ({time.time() - t:.0f} s)",
+                     p.returncode == 0, "" if p.returncode == 0 else p.stderr[-1500:]):
+            return 1
+        cli_checks(check, memplan, args.memplan, tmp)
+        library_checks(check, venv)
+        export_checks(check, memplan, tmp)
+        script_checks(check, py, tmp)
+    print(f"{check.passed} passed, {len(check.failed)} failed")
+    return 0 if not check.failed else 1
+
+
+def cli_checks(check, memplan, built, tmp):
+    p = run([memplan, "--version"], tmp)
+    lines = p.stdout.splitlines()
+    check("memplan --version names the package and the binary",
+          p.returncode == 0 and len(lines) == 2 and lines[0].startswith("memplan ")
+          and "(Python package)" in lines[0] and lines[1].startswith("binary: memplan"),
+          repr(p.stdout + p.stderr))
+    graph = os.path.join(ROOT, "examples", "mlp.graph.json")
+    p, want = run([memplan, "analyze", graph], tmp), run([built, "analyze", graph], tmp)
+    check("memplan analyze through the installed command prints what the build prints",
+          p.returncode == 0 and p.stdout == want.stdout and p.stdout, p.stderr[-500:])
+    p = run([memplan, "analyze", os.path.join(tmp, "missing.json")], tmp)
+    check("bad input through the installed command: exit 2 naming the file",
+          p.returncode == 2 and "missing.json" in p.stderr, f"{p.returncode} {p.stderr!r}")
+    p = run([memplan, "--help"], tmp)
+    check("memplan --help lists the Python commands too",
+          p.returncode == 0 and "export" in p.stdout and "measure" in p.stdout
+          and "analyze" in p.stdout, p.stdout[-400:])
+
+
+def library_checks(check, venv):
+    binaries = glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "memplan", "bin",
+                                      "memplan"))
+    if not check("the binary is inside the installed package", len(binaries) == 1, binaries):
+        return
+    p = subprocess.run(["ldd", binaries[0]], capture_output=True, text=True, timeout=60)
+    outside = []
+    for line in p.stdout.splitlines():
+        name = os.path.basename(line.strip().split(" ")[0])
+        path = line.split("=>")[-1].strip().split(" (")[0] if "=>" in line else name
+        if "not found" in line:
+            outside.append(line.strip())
+        elif not name.startswith(SYSTEM_LIBS) and "memplan.libs" not in path:
+            outside.append(line.strip())
+    check("the binary links nothing outside the wheel but glibc, libstdc++, libgcc and zlib",
+          p.returncode == 0 and not outside, "; ".join(outside) or p.stderr)
+
+
+def export_checks(check, memplan, tmp):
+    graph, report = os.path.join(tmp, "cnn.graph.json"), os.path.join(tmp, "cnn.report.json")
+    p = run([memplan, "export", "models:cnn_small", "--batch", "4", "--static", "-o", graph,
+             "-q"], tmp)
+    if not check("memplan export models:cnn_small (installed command)", p.returncode == 0,
+                 p.stderr[-800:]):
+        return
+    p = run([memplan, "analyze", graph, "--json", report, "-q"], tmp)
+    if not check("memplan analyze of the export", p.returncode == 0, p.stderr[-500:]):
+        return
+    m = run([memplan, "measure", "models:cnn_small", "--batch", "4", "-q"], tmp)
+    if not check("memplan measure models:cnn_small", m.returncode == 0, m.stderr[-800:]):
+        return
+    predicted = json.load(open(report))["peak_bytes"]
+    measured = json.loads(m.stdout)["peak_bytes"]
+    e = rel_error(predicted, measured)
+    check(f"export + analyze within 0.5% of the measured step ({100 * e:+.4f}%)",
+          abs(e) <= TOLERANCE, f"predicted {predicted}, measured {measured}")
+    p = run([memplan, "export", "torchvision:no_such_net", "--batch", "2", "-o", graph], tmp)
+    check("memplan export of a model that cannot be built: exit 2 naming it",
+          p.returncode == 2 and p.stderr.strip().endswith(
+              "memplan export: torchvision:no_such_net: ValueError: torchvision.models has no "
+              "no_such_net"), f"{p.returncode} {p.stderr[-300:]!r}")
+
+
+def script_checks(check, py, tmp):
+    script = os.path.join(tmp, "user_script.py")
+    shutil.copy(os.path.join(HERE, "user_script.py"), script)
+    p = run([py, script], tmp)
+    if not check("the user's script runs", p.returncode == 0, p.stderr[-2000:]):
+        return
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    print(f"torch {r['torch']}, transformers {r['transformers']}")
+    check("memplan.torch is the installed package, not a checkout",
+          "site-packages" in r["memplan_file"] and not r["memplan_file"].startswith(ROOT),
+          r["memplan_file"])
+    for name in ("resnet18", "gpt2"):
+        e = rel_error(r[name]["predicted"], r[name]["measured"])
+        check(f"estimate({name}) within 0.5% of the measured step ({100 * e:+.4f}%)",
+              abs(e) <= TOLERANCE, json.dumps(r[name]))
+    plan = r["plan"]
+    check("plan at 96% of resnet18's peak fits and names modules",
+          plan["fits"] and plan["peak"] <= plan["budget"] and plan["modules"], json.dumps(plan))
+    check("plan.apply wraps the plan's modules", plan["wrapped"] == plan["modules"],
+          json.dumps(plan))
+    e = rel_error(plan["peak"], plan["measured"])
+    check(f"the applied plan's measured step is its predicted peak within 0.3% ({100 * e:+.4f}%)",
+          abs(e) <= 0.003, json.dumps(plan))
+    measured_base = r["resnet18"]["measured"]
+    check("the applied plan lowers the measured step below the unplanned one "
+          f"({plan['measured']} < {measured_base} B)", plan["measured"] < measured_base)
+    check("fits() bounds the peak: fits(peak) and not fits(peak - 1)",
+          r["fits"] == [True, False], r["fits"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
