@@ -141,18 +141,30 @@ CheckResult EvaluateCheck(const CheckInput& in) {
     return r;  // no peak to compare
   }
   if (in.has_budget) {
+    // The field the budget bounds and what the message calls it.
+    const char* field = "peak_bytes";
+    const char* what = "allocated peak";
+    int64_t actual = in.peak_bytes;
+    if (in.budget_of == BudgetOf::kReserved) {
+      field = "reserved_peak_bytes";
+      what = "reserved peak";
+      actual = in.reserved_peak_bytes;
+    } else if (in.budget_of == BudgetOf::kDevice) {
+      field = "device_total_bytes";
+      what = "device total";
+      actual = in.device_total_bytes;
+    }
     CheckCondition budget;
     budget.name = "budget";
-    budget.condition = "peak_bytes <= budget_bytes";
+    budget.condition = fmt::format("{} <= budget_bytes", field);
     budget.expected_bytes = in.budget_bytes;
-    budget.actual_bytes = in.peak_bytes;
-    budget.passed = in.peak_bytes <= in.budget_bytes;
+    budget.actual_bytes = actual;
+    budget.passed = actual <= in.budget_bytes;
     budget.message =
-        budget.passed
-            ? fmt::format("peak {} fits the budget {} ({} to spare)", Bytes(in.peak_bytes),
-                          Bytes(in.budget_bytes), FormatBytes(in.budget_bytes - in.peak_bytes))
-            : fmt::format("peak {} is over the budget {} by {}", Bytes(in.peak_bytes),
-                          Bytes(in.budget_bytes), Bytes(in.peak_bytes - in.budget_bytes));
+        budget.passed ? fmt::format("{} {} fits the budget {} ({} to spare)", what, Bytes(actual),
+                                    Bytes(in.budget_bytes), FormatBytes(in.budget_bytes - actual))
+                      : fmt::format("{} {} is over the budget {} by {}", what, Bytes(actual),
+                                    Bytes(in.budget_bytes), Bytes(actual - in.budget_bytes));
     r.conditions.push_back(budget);
   }
   if (in.has_baseline) {
@@ -220,6 +232,10 @@ std::string CheckReportJson(const JointGraph& jg, const CheckInput& in, const Ch
   doc["failures"] = failures;
   doc["conditions"] = conditions;
   doc["budget_bytes"] = in.has_budget ? ojson(in.budget_bytes) : ojson(nullptr);
+  doc["budget_of"] = in.has_budget ? ojson(BudgetOfName(in.budget_of)) : ojson(nullptr);
+  auto or_null = [](int64_t v) { return v >= 0 ? ojson(v) : ojson(nullptr); };
+  doc["reserved_peak_bytes"] = or_null(in.plan_valid ? in.reserved_peak_bytes : -1);
+  doc["device_total_bytes"] = or_null(in.plan_valid ? in.device_total_bytes : -1);
   doc["peak_bytes"] = in.plan_valid ? ojson(in.peak_bytes) : ojson(nullptr);
   doc["peak_step"] = in.plan_valid ? ojson(in.peak_step) : ojson(nullptr);
   doc["peak_op"] = in.plan_valid && !in.peak_op.empty() ? ojson(in.peak_op) : ojson(nullptr);
@@ -294,6 +310,9 @@ std::string CheckOutput(const CheckInput& in, const CheckResult& r, CheckFormat 
                            in.peak_op.empty() ? ""
                                               : fmt::format(" at step {}, while \"{}\" runs",
                                                             in.peak_step, in.peak_op));
+      if (in.plan_valid && in.reserved_peak_bytes >= 0)
+        out += fmt::format("  reserved  {} at most by PyTorch's caching allocator (steady state)\n",
+                           Bytes(in.reserved_peak_bytes));
       for (const CheckCondition& c : r.conditions)
         out += fmt::format("  {}      {}: {}\n", c.passed ? "ok  " : "FAIL", Title(c), c.message);
       out += fmt::format("result: {}\n", r.passed ? "passed" : "FAILED");

@@ -2,7 +2,10 @@
 //
 // Conditions, each inclusive (equality passes); budget and regression each
 // apply when given, and at least one of them is:
-//  - budget:     peak_bytes <= budget_bytes;
+//  - budget:     the bytes the budget bounds (budget_of, reserved_plan.h) <=
+//    budget_bytes: peak_bytes (allocated), reserved_peak_bytes (the caching
+//    allocator's steady-state reserved peak of the program) or
+//    device_total_bytes (that plus the CUDA context);
 //  - regression: peak_bytes <= limit_bytes, where limit_bytes =
 //    baseline_peak + floor(baseline_peak * tolerance), computed exactly from
 //    the decimal text of the tolerance (so "2%" of 1000 bytes allows 1020,
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
+#include "analyzer/reserved_plan.h"
 
 namespace memplan {
 
@@ -78,6 +82,10 @@ struct CheckInput {
   std::string optimizer = "none";        // optimizer state added (optimizer_state.h)
   bool has_budget = true;
   int64_t budget_bytes = 0;
+  BudgetOf budget_of = BudgetOf::kAllocated;  // what budget_bytes bounds
+  // Predicted when the budget bounds reserved bytes or the device (-1 otherwise).
+  int64_t reserved_peak_bytes = -1;
+  int64_t device_total_bytes = -1;  // kDevice: reserved_peak_bytes + the CUDA context
   bool plan_valid = true;
   std::string plan_error;  // the simulator's message when !plan_valid
   int64_t peak_bytes = 0;

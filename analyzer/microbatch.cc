@@ -7,6 +7,7 @@
 
 #include "analyzer/cost_model.h"
 #include "analyzer/json_util.h"
+#include "analyzer/plan_report.h"
 #include "analyzer/report.h"
 #include "analyzer/units.h"
 
@@ -46,6 +47,39 @@ int64_t AccumulationPeak(const Graph& g, const Program& program, const SimResult
   return peak;
 }
 
+bool PredictMicroBatchReserved(const Graph& g, const Program& program, const SimResult& sim,
+                               int64_t micro_batches, const alloc::Config& config, int iterations,
+                               const std::vector<int64_t>& persistent, alloc::ReservedReport* out,
+                               std::string* err) {
+  const int n = static_cast<int>(program.steps.size());
+  const std::vector<BufferInterval> one = IntervalsWithWorkspaces(g, program, sim);
+  const int copies = static_cast<int>(std::clamp<int64_t>(micro_batches, 1, kReplayedMicroBatches));
+  const int end = copies * n;
+  std::vector<BufferInterval> intervals;
+  intervals.reserve(one.size() * copies + persistent.size());
+  for (int c = 0; c < copies; ++c) {
+    const int offset = c * n;
+    for (BufferInterval iv : one) {
+      if (iv.alloc_step < 0) {  // resident: allocated once, before the first micro-batch
+        if (c > 0) continue;
+        if (iv.free_step == n) iv.free_step = end;
+        intervals.push_back(iv);
+        continue;
+      }
+      const bool gradient = iv.owner >= 0 && iv.free_step == n && !g.IsView(iv.owner) &&
+                            g.IsParameterGradient(iv.owner);
+      iv.alloc_step += offset;
+      if (gradient)  // the first one is the accumulator; later ones are added into it
+        iv.free_step = c == 0 ? end : iv.alloc_step;
+      else  // alive at the end (the loss): freed by the next micro-batch's first step
+        iv.free_step += offset;
+      intervals.push_back(iv);
+    }
+  }
+  for (int64_t bytes : persistent) intervals.push_back({-1, bytes, -1, end});
+  return alloc::PredictReserved(intervals, end, config, iterations, out, err);
+}
+
 std::string LossScale(int64_t micro, int64_t global_batch) {
   return fmt::format("{}/{} = {:.6g}", micro, global_batch,
                      static_cast<double>(micro) / static_cast<double>(global_batch));
@@ -55,7 +89,29 @@ namespace {
 
 class Search {
  public:
-  Search(const GraphAtBatch& graph_at, const MicroBatchOptions& o) : graph_at_(graph_at), o_(o) {}
+  Search(const GraphAtBatch& graph_at, const MicroBatchOptions& o) : graph_at_(graph_at), o_(o) {
+    if (o_.has_device) persistent_ = alloc::LibraryWorkspaces(o_.device);
+  }
+
+  bool BoundsReserved() const { return o_.budget_of != BudgetOf::kAllocated; }
+  // What the budget bounds, given a reserved peak: it, or it plus the context.
+  int64_t Bounded(int64_t reserved) const {
+    return o_.budget_of == BudgetOf::kDevice ? alloc::TotalOnDevice(o_.device, reserved).total_bytes
+                                             : reserved;
+  }
+
+  // The reserved peak of `program` run as batch b's micro-batches.
+  bool Reserved(const Graph& g, const Program& program, const SimResult& sim, int64_t b,
+                int64_t* out, std::string* err) const {
+    alloc::ReservedReport report;
+    if (!PredictMicroBatchReserved(g, program, sim, Steps(b), o_.alloc_config,
+                                   o_.reserved_iterations, persistent_, &report, err)) {
+      *err = fmt::format("at batch {}: {}", b, *err);
+      return false;
+    }
+    *out = report.reserved_peak_bytes;
+    return true;
+  }
 
   // Evaluates batch b (memoized); with_plan also runs the planner when the
   // baseline does not fit.
@@ -82,39 +138,112 @@ class Search {
       }
       p.baseline_peak_bytes = accumulating ? AccumulationPeak(g, program, sim) : sim.peak_bytes;
       p.baseline_fits = p.baseline_peak_bytes <= o_.budget_bytes;
+      if (BoundsReserved()) {
+        if (!Reserved(g, program, sim, b, &p.baseline_reserved_bytes, err)) return false;
+        p.baseline_fits = Bounded(p.baseline_reserved_bytes) <= o_.budget_bytes;
+      }
       for (double c : OpCosts(g, o_.planner.cost)) p.step_cost += c;
       p.plan_peak_bytes = p.baseline_peak_bytes;  // keeping everything is a checkpoint set
+      p.plan_reserved_bytes = p.baseline_reserved_bytes;
       p.plan_fits = p.baseline_fits;
       p.plan_budget_bytes = o_.budget_bytes;
     }
     if (with_plan && !p.baseline_fits && !p.planned) {
       p.planned = true;
-      // The planner sees one step; when accumulating, the accumulators add
-      // bytes it does not see, so replan below the budget by the overshoot.
-      int64_t budget = o_.budget_bytes;
-      p.plan_peak_bytes = INT64_MAX;
-      for (int attempt = 0; attempt < 4 && budget >= 0; ++attempt) {
-        PlanResult r;
-        if (!PlanCheckpoints(g, budget, o_.planner, &r, err)) {
-          *err = fmt::format("at batch {}: {}", b, *err);
-          return false;
-        }
-        int64_t peak = accumulating ? AccumulationPeak(g, r.best.checkpoint.program, r.best.sim)
-                                    : r.best.sim.peak_bytes;
-        if (peak < p.plan_peak_bytes) {
-          p.plan_peak_bytes = peak;
-          p.recompute_cost = r.best.recompute_cost;
-          p.plan_budget_bytes = budget;
-        }
-        if (peak <= o_.budget_bytes || !r.feasible) break;
-        // From the plan's own peak: a plan with slack under `budget` would
-        // otherwise come back unchanged.
-        budget = std::min(budget, r.best.sim.peak_bytes) - (peak - o_.budget_bytes);
-      }
-      p.plan_fits = p.plan_peak_bytes <= o_.budget_bytes;
+      if (!(BoundsReserved() ? PlanReserved(g, b, &p, err) : PlanAllocated(g, b, &p, err)))
+        return false;
     }
     *out = &p;
     return true;
+  }
+
+  // The plan at batch b, for allocated bytes. The planner sees one step;
+  // when accumulating, the accumulators add bytes it does not see, so replan
+  // below the budget by the overshoot.
+  bool PlanAllocated(const Graph& g, int64_t b, BatchPoint* p, std::string* err) const {
+    const bool accumulating = Steps(b) > 1;
+    int64_t budget = o_.budget_bytes;
+    p->plan_peak_bytes = INT64_MAX;
+    for (int attempt = 0; attempt < 4 && budget >= 0; ++attempt) {
+      PlanResult r;
+      if (!PlanCheckpoints(g, budget, o_.planner, &r, err)) {
+        *err = fmt::format("at batch {}: {}", b, *err);
+        return false;
+      }
+      int64_t peak = accumulating ? AccumulationPeak(g, r.best.checkpoint.program, r.best.sim)
+                                  : r.best.sim.peak_bytes;
+      if (peak < p->plan_peak_bytes) {
+        p->plan_peak_bytes = peak;
+        p->recompute_cost = r.best.recompute_cost;
+        p->plan_budget_bytes = budget;
+      }
+      if (peak <= o_.budget_bytes || !r.feasible) break;
+      // From the plan's own peak: a plan with slack under `budget` would
+      // otherwise come back unchanged.
+      budget = std::min(budget, r.best.sim.peak_bytes) - (peak - o_.budget_bytes);
+    }
+    p->plan_fits = p->plan_peak_bytes <= o_.budget_bytes;
+    return true;
+  }
+
+  // The plan at batch b, for reserved bytes or the device: plans at lower
+  // allocation budgets while the plan's reserved peak, run as micro-batches,
+  // is over (AllocationBudgetRounds); the first plan that fits, else the one
+  // with the lowest reserved peak.
+  bool PlanReserved(const Graph& g, int64_t b, BatchPoint* p, std::string* err) const {
+    const bool accumulating = Steps(b) > 1;
+    const int64_t target = o_.budget_of == BudgetOf::kDevice
+                               ? o_.budget_bytes - o_.device.cuda_context_bytes
+                               : o_.budget_bytes;
+    AllocationBudgetRounds rounds(target);
+    for (int round = 0; round < kMaxReservedRounds; ++round) {
+      PlanResult r;
+      if (!PlanCheckpoints(g, rounds.budget(), o_.planner, &r, err)) {
+        *err = fmt::format("at batch {}: {}", b, *err);
+        return false;
+      }
+      const Program& program = r.best.checkpoint.program;
+      int64_t reserved = 0;
+      if (!Reserved(g, program, r.best.sim, b, &reserved, err)) return false;
+      const bool fits = Bounded(reserved) <= o_.budget_bytes;
+      if (round == 0 || fits || reserved < p->plan_reserved_bytes) {
+        p->plan_peak_bytes =
+            accumulating ? AccumulationPeak(g, program, r.best.sim) : r.best.sim.peak_bytes;
+        p->plan_reserved_bytes = reserved;
+        p->recompute_cost = r.best.recompute_cost;
+        p->plan_budget_bytes = rounds.budget();
+        p->plan_fits = fits;
+      }
+      if (fits || !rounds.Next(r.feasible, reserved)) break;
+    }
+    return true;
+  }
+
+  // The reserved peak of the program chosen at `micro` (the baseline's, or
+  // the plan made there again), for predict_reserved.
+  bool ReservedOfChoice(int64_t micro, bool with_plan, int64_t* out, std::string* err) {
+    BatchPoint* p;
+    if (!Eval(micro, with_plan, &p, err)) return false;
+    JointGraph jg;
+    if (!graph_at_(micro, &jg, err)) return false;
+    const Graph& g = jg.graph;
+    if (with_plan && p->planned) {
+      PlanResult r;
+      if (!PlanCheckpoints(g, p->plan_budget_bytes, o_.planner, &r, err)) {
+        *err = fmt::format("at batch {}: {}", micro, *err);
+        return false;
+      }
+      return Reserved(g, r.best.checkpoint.program, r.best.sim, micro, out, err);
+    }
+    Program program = BuildBaselineProgram(g, o_.baseline_accumulation);
+    SimOptions so;
+    so.collect_live_at_peak = false;
+    SimResult sim;
+    if (!Simulate(g, program, so, &sim, err)) {
+      *err = fmt::format("at batch {}: baseline program is invalid: {}", micro, *err);
+      return false;
+    }
+    return Reserved(g, program, sim, micro, out, err);
   }
 
   int64_t Steps(int64_t b) const { return (o_.global_batch + b - 1) / b; }
@@ -159,20 +288,25 @@ class Search {
     const int64_t n = o_.global_batch;
     BatchPoint* p;
     c->found = micro > 0;
-    if (!c->found) {
-      if (!Eval(1, with_plan, &p, err)) return false;
-      c->lowest_peak_bytes = with_plan ? p->plan_peak_bytes : p->baseline_peak_bytes;
-      return true;
-    }
     auto peak = [&](const BatchPoint* q) {
       return with_plan ? q->plan_peak_bytes : q->baseline_peak_bytes;
     };
+    auto reserved = [&](const BatchPoint* q) {
+      return with_plan ? q->plan_reserved_bytes : q->baseline_reserved_bytes;
+    };
+    if (!c->found) {
+      if (!Eval(1, with_plan, &p, err)) return false;
+      c->lowest_peak_bytes = peak(p);
+      c->lowest_reserved_peak_bytes = reserved(p);
+      return true;
+    }
     c->micro_batch = micro;
     c->accumulation_steps = Steps(micro);
     c->last_micro_batch = n - (c->accumulation_steps - 1) * micro;
     c->balanced_micro_batch = (n + c->accumulation_steps - 1) / c->accumulation_steps;
     if (!Eval(micro, with_plan, &p, err)) return false;
     c->peak_bytes = peak(p);
+    c->reserved_peak_bytes = reserved(p);
     c->recompute_cost = with_plan ? p->recompute_cost : 0.0;
     c->recompute_overhead = p->step_cost > 0 ? c->recompute_cost / p->step_cost : 0.0;
     double full = p->step_cost + c->recompute_cost;
@@ -183,6 +317,7 @@ class Search {
     if (micro < n) {
       if (!Eval(micro + 1, with_plan, &p, err)) return false;
       c->next_peak_bytes = peak(p);
+      c->next_reserved_peak_bytes = reserved(p);
     }
     return true;
   }
@@ -215,6 +350,7 @@ class Search {
  private:
   const GraphAtBatch& graph_at_;
   const MicroBatchOptions& o_;
+  std::vector<int64_t> persistent_;  // the device's library workspaces
   std::map<int64_t, BatchPoint> points_;
 };
 
@@ -226,9 +362,16 @@ bool PlanMicroBatches(const GraphAtBatch& graph_at, const MicroBatchOptions& opt
     *err = fmt::format("global batch {}: expected 1 to 2^40", options.global_batch);
     return false;
   }
+  if (options.budget_of == BudgetOf::kDevice && !options.has_device) {
+    *err = "a device budget needs a device (--device)";
+    return false;
+  }
   *out = MicroBatchResult();
   out->global_batch = options.global_batch;
   out->budget_bytes = options.budget_bytes;
+  out->budget_of = options.budget_of;
+  out->has_device = options.has_device;
+  out->device = options.device;
   out->search = options.global_batch <= kExhaustiveBatches ? "exhaustive" : "binary";
   Search search(graph_at, options);
   int64_t base = 0, ckpt = 0;
@@ -245,6 +388,12 @@ bool PlanMicroBatches(const GraphAtBatch& graph_at, const MicroBatchOptions& opt
   JointGraph jg;
   if (!graph_at(c.found ? c.micro_batch : 1, &jg, err)) return false;
   out->parameter_gradient_bytes = ParameterGradientBytes(jg.graph);
+  if (c.found && options.budget_of != BudgetOf::kAllocated)
+    out->reserved_peak_bytes = c.reserved_peak_bytes;
+  else if (c.found && options.predict_reserved &&
+           !search.ReservedOfChoice(c.micro_batch, out->checkpointed_recommended,
+                                    &out->reserved_peak_bytes, err))
+    return false;
   out->monotone = search.Monotone();
   out->evaluated = search.Points();
   return true;
@@ -260,6 +409,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+ojson BytesOrNull(int64_t bytes) { return bytes >= 0 ? ojson(bytes) : ojson(nullptr); }
+
 ojson ChoiceJson(const MicroBatchChoice& c) {
   auto or_null = [&](int64_t v) { return c.found ? ojson(v) : ojson(nullptr); };
   return {{"found", c.found},
@@ -274,7 +425,11 @@ ojson ChoiceJson(const MicroBatchChoice& c) {
           {"recompute_cost", c.recompute_cost},
           {"recompute_overhead", c.recompute_overhead},
           {"global_batch_cost", c.found ? ojson(c.global_batch_cost) : ojson(nullptr)},
-          {"lowest_peak_bytes", c.found ? ojson(nullptr) : ojson(c.lowest_peak_bytes)}};
+          {"lowest_peak_bytes", c.found ? ojson(nullptr) : ojson(c.lowest_peak_bytes)},
+          {"reserved_peak_bytes", BytesOrNull(c.found ? c.reserved_peak_bytes : -1)},
+          {"next_reserved_peak_bytes",
+           BytesOrNull(c.found && c.next_peak_bytes >= 0 ? c.next_reserved_peak_bytes : -1)},
+          {"lowest_reserved_peak_bytes", BytesOrNull(c.found ? -1 : c.lowest_reserved_peak_bytes)}};
 }
 
 const MicroBatchChoice& Chosen(const MicroBatchResult& r) {
@@ -291,6 +446,7 @@ std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_
   doc["batch_symbol"] = batch_symbol;
   doc["global_batch"] = r.global_batch;
   doc["budget_bytes"] = r.budget_bytes;
+  doc["budget_of"] = BudgetOfName(r.budget_of);
   doc["feasible"] = c.found;
   doc["recommended"] =
       c.found ? ojson(r.checkpointed_recommended ? "checkpointed" : "baseline") : ojson(nullptr);
@@ -306,7 +462,11 @@ std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_
   doc["predicted"] = {{"peak_bytes", c.found ? c.peak_bytes : r.checkpointed.lowest_peak_bytes},
                       {"baseline_peak_bytes", at ? at->baseline_peak_bytes : 0},
                       {"recompute_cost", c.recompute_cost},
-                      {"cost_unit", CostUnit(options.cost)}};
+                      {"cost_unit", CostUnit(options.cost)},
+                      {"reserved_peak_bytes", BytesOrNull(r.reserved_peak_bytes)}};
+  if (r.has_device && r.reserved_peak_bytes >= 0)
+    doc["device_memory"] =
+        DeviceJson(r.device, alloc::TotalOnDevice(r.device, r.reserved_peak_bytes));
   doc["parameter_gradient_bytes"] = r.parameter_gradient_bytes;
   doc["baseline"] = ChoiceJson(r.baseline);
   doc["checkpointed"] = ChoiceJson(r.checkpointed);
@@ -321,7 +481,9 @@ std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_
                       {"plan_peak_bytes", p.plan_peak_bytes},
                       {"plan_fits", p.plan_fits},
                       {"recompute_cost", p.recompute_cost},
-                      {"step_cost", p.step_cost}});
+                      {"step_cost", p.step_cost},
+                      {"baseline_reserved_peak_bytes", BytesOrNull(p.baseline_reserved_bytes)},
+                      {"plan_reserved_peak_bytes", BytesOrNull(p.plan_reserved_bytes)}});
   doc["evaluated"] = points;
   doc["warnings"] = jg.warnings;
   return json_util::Dump(doc, 2) + "\n";
@@ -333,24 +495,40 @@ std::string MicroBatchSummary(const JointGraph& jg, const std::string& batch_sym
   const char* unit = CostUnit(options.cost);
   out += fmt::format("memplan plan {} --global-batch {}\n", jg.file, r.global_batch);
   out += ParallelLine(jg);
-  out += fmt::format("  budget    {} ({} bytes), micro-batches over symbol \"{}\"\n",
-                     FormatBytes(r.budget_bytes), r.budget_bytes, batch_symbol);
+  out += fmt::format("  budget    {} ({} bytes) {}, micro-batches over symbol \"{}\"\n",
+                     FormatBytes(r.budget_bytes), r.budget_bytes, BudgetOfPhrase(r.budget_of),
+                     batch_symbol);
+  // The bytes the budget bounded, given a peak and a reserved peak.
+  const bool of_device = r.budget_of == BudgetOf::kDevice;
+  const char* bounded_name = of_device ? "on the device" : "reserved";
+  auto bounded = [&](int64_t peak, int64_t reserved) {
+    if (r.budget_of == BudgetOf::kAllocated) return FormatBytes(peak);
+    return FormatBytes(of_device ? alloc::TotalOnDevice(r.device, reserved).total_bytes : reserved);
+  };
   auto line = [&](const char* name, const MicroBatchChoice& c) {
     if (!c.found) {
-      out += fmt::format("  {:<9} no micro-batch fits: {} at 1\n", name,
-                         FormatBytes(c.lowest_peak_bytes));
+      out +=
+          fmt::format("  {:<9} no micro-batch fits: {}{} at 1\n", name,
+                      bounded(c.lowest_peak_bytes, c.lowest_reserved_peak_bytes),
+                      r.budget_of == BudgetOf::kAllocated ? "" : std::string(" ") + bounded_name);
       return;
     }
     std::string last = c.last_micro_batch == c.micro_batch
                            ? std::string()
                            : fmt::format(", the last of {}", c.last_micro_batch);
-    out += fmt::format(
-        "  {:<9} micro-batch {} x {} step{}{}: peak {}{}; recompute {:.1f}%\n", name, c.micro_batch,
-        c.accumulation_steps, c.accumulation_steps == 1 ? "" : "s", last, FormatBytes(c.peak_bytes),
+    std::string next =
         c.next_peak_bytes >= 0
-            ? fmt::format(" ({} at {})", FormatBytes(c.next_peak_bytes), c.micro_batch + 1)
-            : std::string(),
-        100 * c.recompute_overhead);
+            ? fmt::format(" ({} at {})", bounded(c.next_peak_bytes, c.next_reserved_peak_bytes),
+                          c.micro_batch + 1)
+            : std::string();
+    std::string bytes = r.budget_of == BudgetOf::kAllocated
+                            ? fmt::format("peak {}{}", FormatBytes(c.peak_bytes), next)
+                            : fmt::format("{} {}{}, peak {}", bounded_name,
+                                          bounded(c.peak_bytes, c.reserved_peak_bytes), next,
+                                          FormatBytes(c.peak_bytes));
+    out += fmt::format("  {:<9} micro-batch {} x {} step{}{}: {}; recompute {:.1f}%\n", name,
+                       c.micro_batch, c.accumulation_steps, c.accumulation_steps == 1 ? "" : "s",
+                       last, bytes, 100 * c.recompute_overhead);
   };
   line("baseline", r.baseline);
   line("planned", r.checkpointed);
@@ -363,6 +541,10 @@ std::string MicroBatchSummary(const JointGraph& jg, const std::string& batch_sym
         c.accumulation_steps, c.accumulation_steps == 1 ? "" : "s", c.global_batch_cost, unit,
         r.baseline.found ? fmt::format("{:.4g}", r.baseline.global_batch_cost) : "-",
         r.checkpointed.found ? fmt::format("{:.4g}", r.checkpointed.global_batch_cost) : "-");
+    if (r.reserved_peak_bytes >= 0)
+      out += OverBudgetLine(r.budget_of, r.budget_bytes, r.reserved_peak_bytes,
+                            r.has_device ? &r.device : nullptr, jg.graph.target_device,
+                            fmt::format(" at micro-batch {}", c.micro_batch));
     out += fmt::format("  loss      scale each micro-batch's mean loss by {}",
                        LossScale(c.micro_batch, r.global_batch));
     if (c.last_micro_batch != c.micro_batch)

@@ -22,6 +22,17 @@
 // next one up does not, and the peaks met are non-decreasing in the batch
 // (monotone = false otherwise: the answer is then not proven maximal).
 //
+// What the budget bounds (MicroBatchOptions::budget_of, reserved_plan.h).
+// Allocated bytes: the peaks above. Reserved bytes: the caching allocator's
+// reserved peak of the micro-batches as they run one after another
+// (PredictMicroBatchReserved), for the baseline program and for each plan;
+// the planner sees allocated bytes only, so a batch whose plan reserves too
+// much is planned again at lower allocation budgets, as PlanForBudget does
+// (AllocationBudgetRounds, at most kMaxReservedRounds plans per batch). The
+// device: that reserved peak, with the device's library workspaces held by
+// the allocator, plus the CUDA context. A micro-batch fits when the bytes
+// the budget bounds are within it.
+//
 // Loss scaling: with a per-micro-batch mean loss, scale micro-batch i's loss
 // by size_i / N (micro / N, and last / N for the last one) so the summed
 // gradients equal those of the mean loss over the global batch.
@@ -33,8 +44,12 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/alloc/caching_allocator.h"
+#include "analyzer/alloc/device_memory.h"
+#include "analyzer/alloc/reserved.h"
 #include "analyzer/analysis.h"
 #include "analyzer/planner.h"
+#include "analyzer/reserved_plan.h"
 
 namespace memplan {
 
@@ -48,6 +63,29 @@ int64_t AccumulationPeak(const Graph& g, const Program& program, const SimResult
 // Bytes of the parameter gradients (owned buffers only; views own none).
 int64_t ParameterGradientBytes(const Graph& g);
 
+// Micro-batches PredictMicroBatchReserved replays in a row: the first, which
+// makes the parameter gradients, then two that accumulate into them (every
+// transition a longer sequence has).
+constexpr int64_t kReplayedMicroBatches = 3;
+
+// The reserved-memory prediction (alloc/reserved.h) of `program` (simulated
+// as `sim`, op workspaces included) run as `micro_batches` micro-batches of
+// one global batch: min(micro_batches, kReplayedMicroBatches) copies of its
+// steps in a row. Resident buffers and `persistent` blocks are allocated once,
+// before the first; the first micro-batch's parameter gradients stay alive to
+// the end (they become the accumulators); in each later one a parameter
+// gradient is a fresh buffer freed at the end of the step that makes it
+// (AccumulateGrad adds it into the accumulator); what is alive at the end of
+// a micro-batch (the loss) is freed after the next one's first step. That
+// sequence is replayed `iterations` times (global batches; zero_grad frees
+// the accumulators between them). Every micro-batch runs the whole program,
+// optimizer ops included, as AccumulationPeak assumes. With one micro-batch
+// it is PredictPlanReserved's replay.
+bool PredictMicroBatchReserved(const Graph& g, const Program& program, const SimResult& sim,
+                               int64_t micro_batches, const alloc::Config& config, int iterations,
+                               const std::vector<int64_t>& persistent, alloc::ReservedReport* out,
+                               std::string* err);
+
 // Loads the joint graph with the batch symbol set to `batch`.
 using GraphAtBatch = std::function<bool(int64_t batch, JointGraph* out, std::string* err)>;
 
@@ -56,6 +94,18 @@ struct MicroBatchOptions {
   int64_t budget_bytes = 0;
   AccumulationMode baseline_accumulation = AccumulationMode::kInplace;
   PlannerOptions planner;
+  // What budget_bytes bounds; kDevice needs has_device. Reserved peaks are
+  // predicted with alloc_config over reserved_iterations global batches.
+  BudgetOf budget_of = BudgetOf::kAllocated;
+  alloc::Config alloc_config;
+  int reserved_iterations = alloc::kDefaultReservedIterations;
+  bool has_device = false;  // the replays hold the device's library workspaces
+  alloc::DeviceMemory device;
+  // kAllocated: also predict the reserved peak of the recommended
+  // micro-batch's program (MicroBatchResult::reserved_peak_bytes), so the
+  // summary can say when the caching allocator would hold more than the
+  // budget. Costs one replay, and one plan when the plan is recommended.
+  bool predict_reserved = false;
 };
 
 // One batch value evaluated. Peaks are of a whole micro-batch step: the
@@ -70,12 +120,21 @@ struct BatchPoint {
   int64_t plan_budget_bytes = 0;  // the budget the planner was given for that plan
   double recompute_cost = 0;
   double step_cost = 0;  // one micro-batch step, no recompute
+  // Budgets of reserved bytes or of the device: the reserved peaks of the
+  // baseline program and of the plan run as micro-batches
+  // (PredictMicroBatchReserved); -1 otherwise. The fits flags then compare
+  // these (plus the CUDA context for the device) with the budget.
+  int64_t baseline_reserved_bytes = -1;
+  int64_t plan_reserved_bytes = -1;
 };
 
 // The answer for one kind of program. Invariants when found: micro_batch in
 // [1, N]; accumulation_steps = ceil(N / micro_batch); last_micro_batch =
-// N - (accumulation_steps - 1) * micro_batch in [1, micro_batch]; peak_bytes
-// <= budget; next_peak_bytes > budget or -1 (micro_batch == N).
+// N - (accumulation_steps - 1) * micro_batch in [1, micro_batch]; the bytes
+// the budget bounds are within it at micro_batch (peak_bytes, or
+// reserved_peak_bytes, plus the CUDA context for the device) and over it at
+// micro_batch + 1 (next_peak_bytes, next_reserved_peak_bytes), or
+// next_peak_bytes is -1 (micro_batch == N).
 struct MicroBatchChoice {
   bool found = false;
   int64_t micro_batch = 0;
@@ -93,11 +152,25 @@ struct MicroBatchChoice {
   // step_cost * (1 + overhead), in the planner's cost unit.
   double global_batch_cost = 0;
   int64_t lowest_peak_bytes = 0;  // when !found: the peak at batch 1
+  // Budgets of reserved bytes or of the device: the reserved peaks at
+  // micro_batch, at micro_batch + 1 and (when !found) at batch 1; -1
+  // otherwise.
+  int64_t reserved_peak_bytes = -1;
+  int64_t next_reserved_peak_bytes = -1;
+  int64_t lowest_reserved_peak_bytes = -1;
 };
 
 struct MicroBatchResult {
   int64_t global_batch = 0;
   int64_t budget_bytes = 0;
+  BudgetOf budget_of = BudgetOf::kAllocated;
+  bool has_device = false;
+  alloc::DeviceMemory device;
+  // The reserved peak at the recommended micro-batch: its choice's under
+  // budgets of reserved bytes or of the device, the replay of its program
+  // under allocated budgets with predict_reserved; -1 when not predicted or
+  // nothing fits.
+  int64_t reserved_peak_bytes = -1;
   int64_t parameter_gradient_bytes = 0;  // at the recommended micro-batch
   MicroBatchChoice baseline, checkpointed;
   bool checkpointed_recommended = false;  // cheaper per global batch than the baseline

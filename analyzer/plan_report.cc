@@ -164,13 +164,10 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   const char* unit = CostUnit(options.cost);
   std::string out = fmt::format("memplan plan {}\n", jg.file);
   out += ParallelLine(jg);
-  const bool of_reserved = budgeted && budgeted->budget_of != BudgetOf::kAllocated;
-  const bool of_device = budgeted && budgeted->budget_of == BudgetOf::kDevice;
-  out += fmt::format("  budget    {} ({} bytes{}): {}\n", FormatBytes(plan.budget_bytes),
-                     plan.budget_bytes,
-                     of_device     ? " on the device"
-                     : of_reserved ? " reserved"
-                                   : "",
+  const BudgetOf budget_of = budgeted ? budgeted->budget_of : BudgetOf::kAllocated;
+  const bool of_reserved = budget_of != BudgetOf::kAllocated;
+  out += fmt::format("  budget    {} ({} bytes) {}: {}\n", FormatBytes(plan.budget_bytes),
+                     plan.budget_bytes, BudgetOfPhrase(budget_of),
                      result.feasible ? "fits" : "NO checkpoint set fits");
   out += fmt::format("  peak      {} baseline -> {} planned",
                      FormatBytes(result.baseline_peak_bytes), FormatBytes(sim.peak_bytes));
@@ -187,6 +184,9 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   if (budgeted) {
     out += ReservedLine(budgeted->reserved, sim.peak_bytes);
     if (budgeted->has_device) out += DeviceLine(budgeted->device, budgeted->device_total);
+    if (result.feasible)
+      out += OverBudgetLine(budget_of, plan.budget_bytes, budgeted->reserved.reserved_peak_bytes,
+                            budgeted->has_device ? &budgeted->device : nullptr, g.target_device);
     if (of_reserved && budgeted->allocation_budgets.size() > 1)
       out += fmt::format(
           "  searched  {} allocation budgets for a reserved peak within the budget ({}): {}\n",
@@ -251,6 +251,25 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
     out += fmt::format("  {:>12}  {:<15} {}\n", FormatBytes(lb.bytes), TensorKindName(kind), name);
   }
   return out;
+}
+
+std::string OverBudgetLine(BudgetOf budget_of, int64_t budget_bytes, int64_t reserved_peak_bytes,
+                           const alloc::DeviceMemory* device, std::string_view target_device,
+                           std::string_view where) {
+  if (target_device == "cpu" || budget_of == BudgetOf::kDevice) return "";
+  if (budget_of == BudgetOf::kAllocated && reserved_peak_bytes > budget_bytes)
+    return fmt::format(
+        "  warning   the caching allocator is predicted to reserve {}{}, over the budget of {}: "
+        "--budget-of reserved bounds it\n",
+        FormatBytes(reserved_peak_bytes), where, FormatBytes(budget_bytes));
+  if (device == nullptr) return "";
+  const alloc::DeviceTotal total = alloc::TotalOnDevice(*device, reserved_peak_bytes);
+  if (total.total_bytes <= budget_bytes) return "";
+  return fmt::format(
+      "  warning   the device is predicted to hold {}{} (reserved {} + CUDA context {}), over the "
+      "budget of {}: --budget-of device bounds it\n",
+      FormatBytes(total.total_bytes), where, FormatBytes(reserved_peak_bytes),
+      FormatBytes(total.cuda_context_bytes), FormatBytes(budget_bytes));
 }
 
 std::string SweepTable(const PlanResult& result, const PlannerOptions& options,

@@ -4,6 +4,7 @@
 #define MEMPLAN_ANALYZER_PLAN_REPORT_H_
 
 #include <string>
+#include <string_view>
 
 #include "analyzer/analysis.h"
 #include "analyzer/plan.h"
@@ -29,6 +30,17 @@ std::string SweepTable(const PlanResult& result, const PlannerOptions& options,
 std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
                         const PlanResult& result, const Plan& plan, int top,
                         const BudgetedPlan* budgeted = nullptr);
+
+// The summary line ("  warning   ...\n") for a budget that bounded less
+// than what the step is predicted to hold: under budgets of allocated bytes,
+// a reserved peak over the budget; else, with a device (may be null) and
+// under a budget that is not the device's, a device total (reserved plus the
+// CUDA context) over it. "" when neither, or when `target_device` is "cpu":
+// a CPU step has no caching allocator. `where` follows the prediction, e.g.
+// " at micro-batch 8".
+std::string OverBudgetLine(BudgetOf budget_of, int64_t budget_bytes, int64_t reserved_peak_bytes,
+                           const alloc::DeviceMemory* device, std::string_view target_device,
+                           std::string_view where = "");
 
 }  // namespace memplan
 

@@ -28,6 +28,37 @@ const char* BudgetOfName(BudgetOf b) {
   return "?";
 }
 
+const char* BudgetOfPhrase(BudgetOf b) {
+  switch (b) {
+    case BudgetOf::kAllocated:
+      return "of allocated bytes";
+    case BudgetOf::kReserved:
+      return "of reserved bytes";
+    case BudgetOf::kDevice:
+      return "on the device";
+  }
+  return "?";
+}
+
+BudgetOf DefaultBudgetOf(bool with_device, std::string_view target_device, bool alloc_conf_given) {
+  if (with_device) return BudgetOf::kDevice;
+  if (target_device == "cuda" || alloc_conf_given) return BudgetOf::kReserved;
+  return BudgetOf::kAllocated;
+}
+
+bool AllocationBudgetRounds::Next(bool planner_fit, int64_t measured) {
+  if (planner_fit)
+    hi_ = budget_;
+  else
+    lo_ = budget_;
+  // Ask for the overshoot less; below what the planner can meet, bisect.
+  int64_t next = planner_fit ? budget_ - (measured - target_) : -1;
+  if (next <= lo_) next = lo_ + (hi_ - lo_) / 2;
+  if (next <= lo_ || next >= hi_) return false;
+  budget_ = next;
+  return true;
+}
+
 bool PredictPlanReserved(const Graph& g, const ScoredPlan& plan, const alloc::Config& config,
                          int iterations, alloc::ReservedReport* out, std::string* err,
                          const std::vector<int64_t>& persistent) {
@@ -50,13 +81,11 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
   if (device != nullptr) persistent = alloc::LibraryWorkspaces(*device);
   const int64_t reserved_budget =
       budget_of == BudgetOf::kDevice ? budget - device->cuda_context_bytes : budget;
-  // hi: an allocation budget whose plan reserves too much; lo: one the
-  // planner cannot meet (-1: none yet).
-  int64_t allocation_budget = reserved_budget, hi = reserved_budget, lo = -1;
+  AllocationBudgetRounds rounds(reserved_budget);
   for (int round = 0; round < kMaxReservedRounds; ++round) {
-    out->allocation_budgets.push_back(allocation_budget);
+    out->allocation_budgets.push_back(rounds.budget());
     PlanResult result;
-    if (!PlanCheckpoints(g, allocation_budget, options, &result, err)) return false;
+    if (!PlanCheckpoints(g, rounds.budget(), options, &result, err)) return false;
     alloc::ReservedReport reserved;
     if (!PredictPlanReserved(g, result.best, config, iterations, &reserved, err, persistent))
       return false;
@@ -71,16 +100,8 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
       out->reserved = reserved;
       out->feasible = fits;
     }
-    if (fits || budget_of == BudgetOf::kAllocated) break;
-    if (planner_fit)
-      hi = allocation_budget;
-    else
-      lo = allocation_budget;
-    // Ask for the overshoot less; below what the planner can meet, bisect.
-    int64_t next = planner_fit ? allocation_budget - (reserved_peak - reserved_budget) : -1;
-    if (next <= lo) next = lo + (hi - lo) / 2;
-    if (next <= lo || next >= hi) break;
-    allocation_budget = next;
+    if (fits || budget_of == BudgetOf::kAllocated || !rounds.Next(planner_fit, reserved_peak))
+      break;
   }
   if (device != nullptr) {
     out->has_device = true;

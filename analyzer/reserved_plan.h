@@ -46,6 +46,35 @@ inline constexpr int kMaxReservedRounds = 8;
 enum class BudgetOf { kAllocated, kReserved, kDevice };
 bool ParseBudgetOf(std::string_view name, BudgetOf* out);
 const char* BudgetOfName(BudgetOf b);
+// What a summary says the budget bounded: "of allocated bytes", "of
+// reserved bytes", "on the device".
+const char* BudgetOfPhrase(BudgetOf b);
+
+// The default of --budget-of (SPEC section 6, docs/budget.md): what runs
+// out. kDevice when the whole device is modelled (`with_device`: --device
+// h100|h200|a100); else kReserved for a step that targets a GPU
+// (`target_device` "cuda", the graph's source.target_device) or when an
+// allocator configuration is given (`alloc_conf_given`: --alloc-conf); else
+// kAllocated: a CPU step has no caching allocator.
+BudgetOf DefaultBudgetOf(bool with_device, std::string_view target_device, bool alloc_conf_given);
+
+// The allocation budgets of the recipe above, one round at a time, for any
+// measure of a plan against `target` bytes (the reserved budget): start at
+// `target`; after a plan that met its allocation budget (planner_fit) but
+// measured over `target`, ask for the overshoot less; below what the planner
+// can meet, bisect between the highest budget it missed and the lowest whose
+// plan measured over. Invariant: lo < budget < hi while the search goes on.
+class AllocationBudgetRounds {
+ public:
+  explicit AllocationBudgetRounds(int64_t target) : target_(target), budget_(target), hi_(target) {}
+  int64_t budget() const { return budget_; }  // the allocation budget to plan at
+  // Records the plan at budget(); false when no budget is left to try (the
+  // caller stops after kMaxReservedRounds plans, or once a plan fits).
+  bool Next(bool planner_fit, int64_t measured);
+
+ private:
+  int64_t target_, budget_, hi_, lo_ = -1;
+};
 
 // Invariants: allocation_budgets is non-empty, its first entry the budget
 // (less the CUDA context for kDevice),

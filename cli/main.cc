@@ -191,9 +191,10 @@ struct PlanFlags {
   std::string budget, out, json, trace, html;
   std::string objective = "time", device = "h100", accumulation = "auto", algorithm = "auto";
   std::string granularity = "op";
-  std::string budget_of, alloc_conf;  // budget_of "": device with --device, else allocated
+  std::string budget_of, alloc_conf;  // budget_of "": DefaultBudgetOf for the step
   std::string device_conf;
   bool device_given = false;
+  bool alloc_conf_given = false;
   std::string costs;            // memplan.costs/1: measured op times
   double sac_dispatch_us = -1;  // < 0: the device preset's
   int module_depth = 2;
@@ -204,10 +205,20 @@ struct PlanFlags {
   bool quiet = false;
 };
 
+// --budget-of when given, else its default for the step loaded
+// (DefaultBudgetOf: the device with one, reserved bytes for a GPU step or
+// with --alloc-conf, else allocated bytes).
+BudgetOf ResolveBudgetOf(const PlanFlags& f, std::optional<BudgetOf> given, bool with_device,
+                         const Graph& g) {
+  return given.value_or(DefaultBudgetOf(with_device, g.target_device, f.alloc_conf_given));
+}
+
 // plan --global-batch: the largest micro-batch that fits, with and without
 // checkpointing; -o writes the planner's plan at the recommended micro-batch.
+// `device` is null without --device.
 int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerOptions options,
-                      int64_t budget) {
+                      int64_t budget, std::optional<BudgetOf> budget_of,
+                      const alloc::Config& alloc_config, const alloc::DeviceMemory* device) {
   std::string err;
   Progress progress(f.quiet);
   progress.Phase("loading");
@@ -260,6 +271,12 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
   mo.global_batch = f.global_batch / optimizer.parallel.world_size;
   mo.budget_bytes = budget;
   mo.planner = options;
+  mo.budget_of = ResolveBudgetOf(f, budget_of, device != nullptr, jg.graph);
+  mo.alloc_config = alloc_config;
+  mo.has_device = device != nullptr;
+  if (device != nullptr) mo.device = *device;
+  // Say when the caching allocator would hold more than an allocated budget.
+  mo.predict_reserved = mo.budget_of == BudgetOf::kAllocated && jg.graph.target_device != "cpu";
   MicroBatchResult result;
   bool searched = PlanMicroBatches(at, mo, &result, &err);
   progress.Clear();
@@ -312,13 +329,14 @@ int RunPlan(const PlanFlags& f) {
   if (!ResolveDeviceMemory(f.device_given && f.device != "cpu" ? f.device : "", f.device_conf,
                            &with_device, &device_memory, &err))
     return Error(err);
-  const std::string budget_of_name =
-      !f.budget_of.empty() ? f.budget_of
-                           : (with_device && f.global_batch == 0 ? "device" : "allocated");
-  BudgetOf budget_of;
-  if (!ParseBudgetOf(budget_of_name, &budget_of)) return Error("bad --budget-of");
-  if (budget_of == BudgetOf::kDevice && !with_device)
-    return Error("--budget-of device: needs --device (" + alloc::DeviceMemoryNames() + ")");
+  std::optional<BudgetOf> given_budget_of;  // else the default for the step, once loaded
+  if (!f.budget_of.empty()) {
+    BudgetOf b;
+    if (!ParseBudgetOf(f.budget_of, &b)) return Error("bad --budget-of");
+    if (b == BudgetOf::kDevice && !with_device)
+      return Error("--budget-of device: needs --device (" + alloc::DeviceMemoryNames() + ")");
+    given_budget_of = b;
+  }
   alloc::Config alloc_config;
   if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
     return Error("--alloc-conf: " + err);
@@ -328,11 +346,8 @@ int RunPlan(const PlanFlags& f) {
                  "plan's memory over time: memplan report GRAPH --plan PLAN --html F)");
   if (f.global_batch > 0) {
     if (!f.html.empty()) return Error("--html: not with --global-batch");
-    if (budget_of != BudgetOf::kAllocated)
-      return Error("--budget-of " + budget_of_name +
-                   ": not with --global-batch (micro-batches "
-                   "are planned on allocated bytes)");
-    return RunMicroBatchPlan(f, load, options, budget);
+    return RunMicroBatchPlan(f, load, options, budget, given_budget_of, alloc_config,
+                             with_device ? &device_memory : nullptr);
   }
   StepOptions optimizer;
   if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
@@ -355,6 +370,7 @@ int RunPlan(const PlanFlags& f) {
   }
   std::string graph_bytes;
   if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
+  const BudgetOf budget_of = ResolveBudgetOf(f, given_budget_of, with_device, jg.graph);
   progress.Phase("planning");
   progress.Attach(&options);
   BudgetedPlan budgeted;
@@ -501,8 +517,30 @@ struct CheckFlags {
   std::optional<std::string> budget;
   std::string plan, baseline, tolerance, json;
   std::string accumulation = "inplace", format = "text";
+  std::string budget_of;  // "": DefaultBudgetOf for the step
+  std::string alloc_conf, device, device_conf;
+  bool alloc_conf_given = false;
   bool quiet = false;
 };
+
+// check's budget condition beyond allocated bytes: the program's reserved
+// peak (with the device's library workspaces held) and the device total.
+bool PredictCheckReserved(const Graph& g, const Program& program, const SimResult& sim,
+                          const alloc::Config& config, const alloc::DeviceMemory* device,
+                          CheckInput* in, std::string* err) {
+  const std::vector<int64_t> workspaces =
+      device ? alloc::LibraryWorkspaces(*device) : std::vector<int64_t>{};
+  alloc::ReservedReport reserved;
+  if (!alloc::PredictReserved(IntervalsWithWorkspaces(g, program, sim, workspaces),
+                              static_cast<int>(program.steps.size()), config,
+                              alloc::kDefaultReservedIterations, &reserved, err))
+    return false;
+  in->reserved_peak_bytes = reserved.reserved_peak_bytes;
+  if (in->budget_of == BudgetOf::kDevice)
+    in->device_total_bytes =
+        alloc::TotalOnDevice(*device, reserved.reserved_peak_bytes).total_bytes;
+  return true;
+}
 
 int RunCheck(const CheckFlags& f) {
   GraphLoadOptions options;
@@ -517,6 +555,21 @@ int RunCheck(const CheckFlags& f) {
     return Error("check needs --budget SIZE, --baseline REPORT.json, or both");
   if (in.has_budget && !ParseSize(*f.budget, &in.budget_bytes, &err))
     return Error("--budget: " + err);
+  alloc::DeviceMemory device;
+  bool with_device = false;
+  if (!ResolveDeviceMemory(f.device, f.device_conf, &with_device, &device, &err)) return Error(err);
+  alloc::Config alloc_config;
+  if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
+    return Error("--alloc-conf: " + err);
+  std::optional<BudgetOf> given_budget_of;  // else the default for the step, once loaded
+  if (!f.budget_of.empty()) {
+    BudgetOf b;
+    if (!ParseBudgetOf(f.budget_of, &b)) return Error("bad --budget-of");
+    if (!in.has_budget) return Error("--budget-of " + f.budget_of + ": needs --budget SIZE");
+    if (b == BudgetOf::kDevice && !with_device)
+      return Error("--budget-of device: needs --device (" + alloc::DeviceMemoryNames() + ")");
+    given_budget_of = b;
+  }
   CheckFormat format;
   if (!ParseCheckFormat(f.format, &format)) return Error("bad --format");
   AccumulationMode mode;
@@ -564,6 +617,12 @@ int RunCheck(const CheckFlags& f) {
   in.peak_step = sim.peak_step;
   if (sim.peak_step >= 0 && program.steps[sim.peak_step].IsRun())
     in.peak_op = g.ops[program.steps[sim.peak_step].op].id;
+  in.budget_of =
+      given_budget_of.value_or(DefaultBudgetOf(with_device, g.target_device, f.alloc_conf_given));
+  if (in.has_budget && in.plan_valid && in.budget_of != BudgetOf::kAllocated &&
+      !PredictCheckReserved(g, program, sim, alloc_config, with_device ? &device : nullptr, &in,
+                            &err))
+    return Error(f.common.graph + ": " + err);
   PrintWarnings(warnings);
   CheckResult result = EvaluateCheck(in);
   if (!f.json.empty() && !WriteFile(f.json, CheckReportJson(jg, in, result, warnings), &err))
@@ -763,9 +822,10 @@ int Main(int argc, char** argv) {
                 "what the budget bounds: allocated (the allocation-level peak), reserved "
                 "(what PyTorch's CUDA caching allocator holds: the plan is searched again with "
                 "less allocated bytes until its reserved peak fits) or device (reserved plus "
-                "the CUDA context; the default when --device is given)")
-      ->check(CLI::IsMember({"allocated", "reserved", "device"}))
-      ->capture_default_str();
+                "the CUDA context). Default: device with --device h100|h200|a100, else reserved "
+                "when the graph's source.target_device is cuda or --alloc-conf is given, else "
+                "allocated (docs/budget.md)")
+      ->check(CLI::IsMember({"allocated", "reserved", "device"}));
   p->add_option("--device-conf", plan.device_conf,
                 "override the device's memory constants (as analyze --device-conf)")
       ->type_name("TEXT");
@@ -809,6 +869,7 @@ int Main(int argc, char** argv) {
       "  memplan plan examples/gpt_tiny.graph.json --budget 200MiB --global-batch 64");
   p->callback([&] {
     plan.device_given = p->count("--device") > 0;
+    plan.alloc_conf_given = p->count("--alloc-conf") > 0;
     rc = RunPlan(plan);
   });
 
@@ -904,6 +965,22 @@ int Main(int argc, char** argv) {
                  "comment or $GITHUB_STEP_SUMMARY)")
       ->check(CLI::IsMember({"text", "github", "markdown"}))
       ->capture_default_str();
+  ck->add_option("--budget-of", check.budget_of,
+                 "what --budget bounds: allocated (the allocation-level peak), reserved (what "
+                 "PyTorch's CUDA caching allocator holds) or device (reserved plus the CUDA "
+                 "context). Default: device with --device, else reserved when the graph's "
+                 "source.target_device is cuda or --alloc-conf is given, else allocated "
+                 "(docs/budget.md). The regression condition always compares allocated peaks")
+      ->check(CLI::IsMember({"allocated", "reserved", "device"}));
+  ck->add_option("--alloc-conf", check.alloc_conf,
+                 "PYTORCH_CUDA_ALLOC_CONF text for the reserved-memory prediction, e.g. "
+                 "expandable_segments:True")
+      ->type_name("TEXT");
+  ck->add_option("--device", check.device,
+                 "the whole device: h100, h200 or a100 (the budget then bounds it by default)");
+  ck->add_option("--device-conf", check.device_conf,
+                 "override the device's memory constants (as analyze --device-conf)")
+      ->type_name("TEXT");
   AddStepFlags(ck, &check.optimizer);
   ck->add_flag("-q,--quiet", check.quiet, "nothing on stdout");
   ck->footer(
@@ -916,7 +993,10 @@ int Main(int argc, char** argv) {
       "  memplan check examples/gpt_tiny.graph.json --baseline base.json --tolerance 2%\n"
       "  memplan check examples/gpt_tiny.graph.json --budget 110MiB --plan gpt.plan.json "
       "--format markdown >> $GITHUB_STEP_SUMMARY");
-  ck->callback([&] { rc = RunCheck(check); });
+  ck->callback([&] {
+    check.alloc_conf_given = ck->count("--alloc-conf") > 0;
+    rc = RunCheck(check);
+  });
 
   ReportFlags report;
   CLI::App* rp = app.add_subcommand(

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "analyzer/graph_json.h"
+#include "tests/test_util.h"
 
 namespace memplan {
 namespace {
@@ -122,6 +123,199 @@ TEST_CASE("PlanMicroBatches: one micro-batch can fit where accumulating ones do 
   CHECK(r.baseline.micro_batch == 2);
   CHECK(r.baseline.accumulation_steps == 1);
   CHECK(r.baseline.peak_bytes == 164);
+}
+
+// ---------------------------------------------------------------------------
+// Budgets of reserved bytes and of the device (--budget-of reserved|device)
+// ---------------------------------------------------------------------------
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+MicroBatchResult SearchOf(const GraphAtBatch& at, int64_t n, int64_t budget, BudgetOf of,
+                          const alloc::DeviceMemory* device = nullptr) {
+  MicroBatchOptions o;
+  o.global_batch = n;
+  o.budget_bytes = budget;
+  o.budget_of = of;
+  o.has_device = device != nullptr;
+  if (device) o.device = *device;
+  MicroBatchResult r;
+  std::string err;
+  REQUIRE_MESSAGE(PlanMicroBatches(at, o, &r, &err), err);
+  return r;
+}
+
+TEST_CASE("PlanMicroBatches: a reserved budget bounds the caching allocator's segments") {
+  // Every tiny buffer (at most 64 B at batch 4, rounded to 512 B) fits in one
+  // 2 MiB segment of the small pool: 2 MiB reserved whatever the program,
+  // though its allocated peak is a few hundred bytes.
+  MicroBatchResult fits = SearchOf(At, 4, 2 * kMiB, BudgetOf::kReserved);
+  CHECK(fits.budget_of == BudgetOf::kReserved);
+  CHECK(fits.baseline.micro_batch == 4);
+  CHECK(fits.baseline.accumulation_steps == 1);
+  CHECK(fits.baseline.peak_bytes == 196);  // the allocated peak, as before
+  CHECK(fits.baseline.reserved_peak_bytes == 2 * kMiB);
+  CHECK(fits.reserved_peak_bytes == 2 * kMiB);
+  for (const BatchPoint& p : fits.evaluated) CHECK(p.baseline_reserved_bytes == 2 * kMiB);
+  // One byte less: no micro-batch fits, though allocations would.
+  MicroBatchResult none = SearchOf(At, 4, 2 * kMiB - 1, BudgetOf::kReserved);
+  CHECK_FALSE(none.baseline.found);
+  CHECK_FALSE(none.checkpointed.found);
+  CHECK(none.checkpointed.lowest_peak_bytes == 212);
+  CHECK(none.checkpointed.lowest_reserved_peak_bytes == 2 * kMiB);
+  CHECK(none.reserved_peak_bytes == -1);
+  // Under allocated budgets nothing is replayed.
+  MicroBatchResult allocated = Search(4, 2 * kMiB);
+  CHECK(allocated.budget_of == BudgetOf::kAllocated);
+  CHECK(allocated.baseline.reserved_peak_bytes == -1);
+  CHECK(allocated.reserved_peak_bytes == -1);
+  for (const BatchPoint& p : allocated.evaluated) CHECK(p.baseline_reserved_bytes == -1);
+}
+
+TEST_CASE("PlanMicroBatches: a device budget adds the workspaces and the CUDA context") {
+  alloc::DeviceMemory h100;
+  REQUIRE(alloc::FindDeviceMemory("h100", &h100));
+  // The 32 MiB cuBLAS workspace is its own large segment beside the 2 MiB
+  // small one; the context (600 MiB) is outside the allocator.
+  REQUIRE(h100.cublas_workspace_bytes == 32 * kMiB);
+  const int64_t total = 2 * kMiB + 32 * kMiB + h100.cuda_context_bytes;
+  MicroBatchResult fits = SearchOf(At, 4, total, BudgetOf::kDevice, &h100);
+  CHECK(fits.baseline.micro_batch == 4);
+  CHECK(fits.baseline.reserved_peak_bytes == 34 * kMiB);
+  CHECK(fits.has_device);
+  MicroBatchResult none = SearchOf(At, 4, total - 1, BudgetOf::kDevice, &h100);
+  CHECK_FALSE(none.checkpointed.found);
+  CHECK(none.checkpointed.lowest_reserved_peak_bytes == 34 * kMiB);
+
+  MicroBatchOptions o;
+  o.global_batch = 4;
+  o.budget_bytes = total;
+  o.budget_of = BudgetOf::kDevice;
+  MicroBatchResult r;
+  std::string err;
+  CHECK_FALSE(PlanMicroBatches(At, o, &r, &err));
+  CHECK(err == "a device budget needs a device (--device)");
+}
+
+bool GptAt(int64_t batch, JointGraph* out, std::string* err) {
+  GraphLoadOptions o;
+  o.symbol_overrides.emplace_back("batch", batch);
+  return LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), o, out, err);
+}
+
+// The reserved peak of gpt_tiny's baseline program at `batch`, run as
+// `micro_batches` micro-batches.
+int64_t GptBaselineReserved(int64_t batch, int64_t micro_batches) {
+  JointGraph jg;
+  std::string err;
+  REQUIRE_MESSAGE(GptAt(batch, &jg, &err), err);
+  Program program = BuildBaselineProgram(jg.graph, AccumulationMode::kInplace);
+  SimResult sim;
+  REQUIRE_MESSAGE(Simulate(jg.graph, program, SimOptions(), &sim, &err), err);
+  alloc::ReservedReport report;
+  REQUIRE_MESSAGE(PredictMicroBatchReserved(jg.graph, program, sim, micro_batches, alloc::Config(),
+                                            2, {}, &report, &err),
+                  err);
+  return report.reserved_peak_bytes;
+}
+
+TEST_CASE("PredictMicroBatchReserved: one micro-batch is the plain replay; accumulators add") {
+  JointGraph jg;
+  std::string err;
+  REQUIRE_MESSAGE(GptAt(8, &jg, &err), err);
+  const Graph& g = jg.graph;
+  Program program = BuildBaselineProgram(g, AccumulationMode::kInplace);
+  SimResult sim;
+  REQUIRE_MESSAGE(Simulate(g, program, SimOptions(), &sim, &err), err);
+  auto replay = [&](int64_t micro_batches) {
+    alloc::ReservedReport report;
+    REQUIRE_MESSAGE(PredictMicroBatchReserved(g, program, sim, micro_batches, alloc::Config(), 2,
+                                              {}, &report, &err),
+                    err);
+    return report;
+  };
+  alloc::ReservedReport plain;
+  REQUIRE(alloc::PredictReserved(IntervalsWithWorkspaces(g, program, sim),
+                                 static_cast<int>(program.steps.size()), alloc::Config(), 2, &plain,
+                                 &err));
+  const alloc::ReservedReport one = replay(1);
+  CHECK(one.reserved_peak_bytes == plain.reserved_peak_bytes);
+  CHECK(one.allocated_peak_bytes == plain.allocated_peak_bytes);
+  // Accumulating: the allocator holds at least the accumulating peak, and
+  // more than one plain step (the accumulators are alive throughout).
+  const alloc::ReservedReport two = replay(2), three = replay(3);
+  CHECK(two.allocated_peak_bytes >= AccumulationPeak(g, program, sim));
+  CHECK(three.allocated_peak_bytes >= AccumulationPeak(g, program, sim));
+  CHECK(two.allocated_peak_bytes > one.allocated_peak_bytes);
+  CHECK(three.reserved_peak_bytes >= one.reserved_peak_bytes);
+  // Past kReplayedMicroBatches, more micro-batches replay the same sequence.
+  const alloc::ReservedReport many = replay(1000);
+  CHECK(many.reserved_peak_bytes == three.reserved_peak_bytes);
+  CHECK(many.allocated_peak_bytes == three.allocated_peak_bytes);
+}
+
+TEST_CASE("PlanMicroBatches: reserved budgets on gpt_tiny, baseline and checkpointed") {
+  const int64_t budget = 200 * kMiB;
+  const int64_t n = 24;  // exhaustive: every micro-batch from 24 down
+  MicroBatchResult alloc_r = SearchOf(GptAt, n, budget, BudgetOf::kAllocated);
+  MicroBatchResult r = SearchOf(GptAt, n, budget, BudgetOf::kReserved);
+  REQUIRE(r.baseline.found);
+  REQUIRE(r.checkpointed.found);
+  for (const MicroBatchChoice* c : {&r.baseline, &r.checkpointed}) {
+    CHECK(c->reserved_peak_bytes <= budget);
+    CHECK(c->peak_bytes <= c->reserved_peak_bytes);  // allocations never exceed the segments
+    if (c->micro_batch < n) CHECK(c->next_reserved_peak_bytes > budget);
+  }
+  // Bounding more bytes never allows a larger micro-batch.
+  CHECK(r.baseline.micro_batch <= alloc_r.baseline.micro_batch);
+  CHECK(r.checkpointed.micro_batch <= alloc_r.checkpointed.micro_batch);
+  CHECK(r.checkpointed.micro_batch >= r.baseline.micro_batch);
+  // The baseline's reserved peak is the replay of its own program.
+  CHECK(r.baseline.reserved_peak_bytes ==
+        GptBaselineReserved(r.baseline.micro_batch, r.baseline.accumulation_steps));
+  if (r.baseline.micro_batch < n)
+    CHECK(r.baseline.next_reserved_peak_bytes ==
+          GptBaselineReserved(r.baseline.micro_batch + 1,
+                              (n + r.baseline.micro_batch) / (r.baseline.micro_batch + 1)));
+  // Every planned point kept the plan whose reserved peak fits, if one did,
+  // and the allocation budget it was planned at is at most the budget.
+  for (const BatchPoint& p : r.evaluated) {
+    CHECK(p.plan_reserved_bytes >= 0);
+    CHECK(p.plan_fits == (p.plan_reserved_bytes <= budget));
+    CHECK(p.plan_budget_bytes <= budget);
+    if (p.planned && p.plan_fits) {
+      // Planned again at that allocation budget, the plan reserves as much.
+      JointGraph jg;
+      std::string err;
+      REQUIRE(GptAt(p.batch, &jg, &err));
+      PlanResult again;
+      REQUIRE_MESSAGE(
+          PlanCheckpoints(jg.graph, p.plan_budget_bytes, PlannerOptions(), &again, &err), err);
+      alloc::ReservedReport report;
+      REQUIRE(PredictMicroBatchReserved(jg.graph, again.best.checkpoint.program, again.best.sim,
+                                        (n + p.batch - 1) / p.batch, alloc::Config(), 2, {},
+                                        &report, &err));
+      CHECK(report.reserved_peak_bytes == p.plan_reserved_bytes);
+    }
+  }
+  CHECK(r.reserved_peak_bytes ==
+        (r.checkpointed_recommended ? r.checkpointed : r.baseline).reserved_peak_bytes);
+
+  // Under allocated budgets with predict_reserved: the recommended program's
+  // replay, here over the budget (the reason --budget-of reserved exists).
+  MicroBatchOptions o;
+  o.global_batch = n;
+  o.budget_bytes = budget;
+  o.predict_reserved = true;
+  MicroBatchResult predicted;
+  std::string err;
+  REQUIRE_MESSAGE(PlanMicroBatches(GptAt, o, &predicted, &err), err);
+  CHECK(predicted.baseline.micro_batch == alloc_r.baseline.micro_batch);  // same search
+  CHECK(predicted.checkpointed.micro_batch == alloc_r.checkpointed.micro_batch);
+  REQUIRE_FALSE(predicted.checkpointed_recommended);
+  CHECK(predicted.reserved_peak_bytes ==
+        GptBaselineReserved(predicted.baseline.micro_batch, predicted.baseline.accumulation_steps));
+  CHECK(predicted.reserved_peak_bytes > budget);
 }
 
 }  // namespace

@@ -38,6 +38,35 @@ TEST_CASE("reserved_plan: budget kinds by name") {
   CHECK_FALSE(ParseBudgetOf("gpu", &b));
 }
 
+TEST_CASE("reserved_plan: the default budget follows what runs out") {
+  CHECK(DefaultBudgetOf(true, "", false) == BudgetOf::kDevice);
+  CHECK(DefaultBudgetOf(true, "cpu", true) == BudgetOf::kDevice);
+  CHECK(DefaultBudgetOf(false, "cuda", false) == BudgetOf::kReserved);
+  CHECK(DefaultBudgetOf(false, "", true) == BudgetOf::kReserved);
+  CHECK(DefaultBudgetOf(false, "cpu", true) == BudgetOf::kReserved);
+  CHECK(DefaultBudgetOf(false, "", false) == BudgetOf::kAllocated);
+  CHECK(DefaultBudgetOf(false, "cpu", false) == BudgetOf::kAllocated);
+  CHECK(std::string(BudgetOfPhrase(BudgetOf::kAllocated)) == "of allocated bytes");
+  CHECK(std::string(BudgetOfPhrase(BudgetOf::kReserved)) == "of reserved bytes");
+  CHECK(std::string(BudgetOfPhrase(BudgetOf::kDevice)) == "on the device");
+}
+
+TEST_CASE("reserved_plan: allocation budget rounds: the overshoot less, then bisection") {
+  AllocationBudgetRounds rounds(100);
+  CHECK(rounds.budget() == 100);
+  REQUIRE(rounds.Next(true, 120));  // fit 100, reserved 20 over: ask for 80
+  CHECK(rounds.budget() == 80);
+  REQUIRE(rounds.Next(false, 0));  // the planner misses 80: halfway to 100
+  CHECK(rounds.budget() == 90);
+  REQUIRE(rounds.Next(true, 105));  // 5 over at 90: 85, above the 80 missed
+  CHECK(rounds.budget() == 85);
+  REQUIRE(rounds.Next(true, 150));  // 50 over: 35 is below 80, so bisect (80, 85)
+  CHECK(rounds.budget() == 82);
+  REQUIRE(rounds.Next(false, 0));  // (82, 85)
+  CHECK(rounds.budget() == 83);
+  CHECK_FALSE(rounds.Next(true, 101));  // (82, 83): nothing left between
+}
+
 TEST_CASE("reserved_plan: allocated budgets plan once and predict what is reserved") {
   BudgetedPlan out;
   std::string err;

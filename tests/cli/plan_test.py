@@ -124,7 +124,7 @@ def main():
                 and r["predicted"]["peak_bytes"] <= r["allocation_budgets"][-1],
                 out + err)
         c.check("--budget-of reserved: the summary names it",
-                "(136314880 bytes reserved): fits" in out and "\n  reserved  " in out
+                "(136314880 bytes) of reserved bytes: fits" in out and "\n  reserved  " in out
                 and "this plan fits" in out, out)
         rc2, out2, err2 = run(sys.executable, VALIDATE, os.path.join("schemas", "report.schema.json"), rep)
         c.check("--budget-of reserved: report validates", rc2 == 0, out2 + err2)
