@@ -85,12 +85,36 @@ def main():
         if not check(f"pip install WHEEL[torch,vision,hf] ({time.time() - t:.0f} s)",
                      p.returncode == 0, "" if p.returncode == 0 else p.stderr[-1500:]):
             return 1
+        bare_checks(check, args.python, wheel, tmp)
         cli_checks(check, memplan, args.memplan, tmp)
         library_checks(check, venv)
         export_checks(check, memplan, tmp)
         script_checks(check, py, tmp)
     print(f"{check.passed} passed, {len(check.failed)} failed")
     return 0 if not check.failed else 1
+
+
+def bare_checks(check, python, wheel, tmp):
+    """The wheel without extras: the analyzer works, the torch side says
+    which extra to install."""
+    venv = os.path.join(tmp, "bare")
+    p = run([python, "-m", "venv", venv], tmp)
+    if not check("fresh venv for the wheel without extras", p.returncode == 0, p.stderr[-500:]):
+        return
+    py, memplan = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "memplan")
+    p = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel], tmp)
+    if not check("pip install WHEEL (no extras)", p.returncode == 0, p.stderr[-1500:]):
+        return
+    p = run([memplan, "analyze", os.path.join(ROOT, "examples", "mlp.graph.json"), "-q"], tmp)
+    check("no extras: memplan analyze runs without torch", p.returncode == 0, p.stderr[-500:])
+    p = run([memplan, "export", "models:mlp", "--batch", "2", "-o", "g.json"], tmp)
+    check("no extras: memplan export is exit 2 naming the extra",
+          p.returncode == 2 and p.stderr == "memplan export: needs PyTorch: pip install "
+          "'memplan[torch]'\n", f"{p.returncode} {p.stderr!r}")
+    p = run([py, "-c", "import memplan.torch"], tmp)
+    check("no extras: import memplan.torch names the extra", p.returncode != 0 and
+          "ImportError: memplan.torch needs PyTorch: pip install 'memplan[torch]'" in p.stderr,
+          p.stderr[-300:])
 
 
 def cli_checks(check, memplan, built, tmp):

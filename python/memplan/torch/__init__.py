@@ -53,6 +53,11 @@ entry points, through torch._functorch; only 1.13 is tested):
      eager and are not outputs of aot 1.13's graph, so nothing is allocated for
      them on either side.
 """
+try:
+    import torch  # noqa: F401
+except ImportError as e:  # the package without its torch extra
+    raise ImportError("memplan.torch needs PyTorch: pip install 'memplan[torch]'") from e
+
 from .._binary import MemplanError
 from ._api import Estimate, Plan, estimate, optimizer_name, plan
 from ._apply import PlanError, apply_plan

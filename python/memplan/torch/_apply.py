@@ -1,9 +1,10 @@
 """Plans applied back: torch.utils.checkpoint around the plan's modules, with a
 selective activation checkpointing policy when the plan has one."""
-
 import json
+from typing import Any, Dict, List, Tuple, Union
 
 import torch
+import torch.nn as nn
 
 from ._common import TORCH2
 
@@ -40,7 +41,7 @@ SAC_EAGER_EXPANSIONS = {
 }
 
 
-def _sac_name(op_type):
+def _sac_name(op_type: Any) -> str:
     """'aten.relu_.default' -> 'relu': the packet name, without the in-place
     underscore and the functionalization suffix."""
     parts = str(op_type).split(".")
@@ -71,7 +72,8 @@ def _resolve(op_type):
         return None
 
 
-def sac_schedule(region, target_device="cpu"):
+def sac_schedule(region: Dict[str, Any],
+                 target_device: str = "cpu") -> List[Tuple[str, bool, str]]:
     """The policy schedule of one plan region ({"module", "ops"}): the eager
     ops SAC will see, as (name, save, plan op id), views left out."""
     out = []
@@ -130,7 +132,8 @@ class _SacPolicy:
         return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def apply_plan(model, plan, target_device="cpu"):
+def apply_plan(model: nn.Module, plan: Union[str, Dict[str, Any]],
+               target_device: str = "cpu") -> List[str]:
     """Wraps each module the plan lists (`"modules"`, written by `memplan plan
     --granularity module` or `sac`; paths as in model.named_modules()) in
     torch.utils.checkpoint (non-reentrant: parameters get gradients even when

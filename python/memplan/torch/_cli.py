@@ -1,8 +1,8 @@
 """The exporter's command line: `memplan export` and `memplan measure`."""
-
 import argparse
 import json
 import sys
+from typing import List, Optional
 
 from .. import symbolic
 from ._common import PROGRESS, default_partition, min_cut_rematerialization_partition
@@ -26,7 +26,7 @@ def _setup(args):
     return model, inputs, make_target(model, inputs)
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="memplan", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("export", "measure"):

@@ -1,5 +1,8 @@
 """export() and export_symbolic(): a model's training step as a memplan.graph/1 dict."""
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+import torch
+import torch.nn as nn
 
 from .. import symbolic
 from . import _workspace as workspace_rules
@@ -10,9 +13,11 @@ from ._graph import validate
 from ._spec import example_inputs, has_seq, make_target
 
 
-def export(model, example_inputs, target=None, style="joint", name="model",
-           partition_fn=default_partition, with_stats=False, record_inplace=True,
-           target_device="cpu", workspace="rules", times=False, loss_fn=None):
+def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor] = None,
+           style: str = "joint", name: str = "model", partition_fn: Callable = default_partition,
+           with_stats: bool = False, record_inplace: bool = True, target_device: str = "cpu",
+           workspace: str = "rules", times: bool = False,
+           loss_fn: Optional[Callable[..., torch.Tensor]] = None) -> Any:
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
@@ -56,7 +61,9 @@ def export(model, example_inputs, target=None, style="joint", name="model",
     return (graph, stats) if with_stats else graph
 
 
-def export_symbolic(model, batch, input_shape=None, seq=None, name="model", **kw):
+def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence[int]] = None,
+                    seq: Optional[int] = None, name: str = "model",
+                    **kw: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """export() with the sizes as symbols: `batch` always, `seq` when the
     model's example_input takes one (default: the model's own length). The
     step is exported at 2^N + 1 sizes around (batch, seq) and every number

@@ -1,18 +1,18 @@
 """The graph document: byte sizes, the self-check (SPEC section 1) and deterministic JSON."""
-
 import json
+from typing import Any, Dict, List
 
 from ._common import DTYPE_SIZE, RESIDENT
 
 
-def nbytes(t):
+def nbytes(t: Dict[str, Any]) -> int:
     n = DTYPE_SIZE[t["dtype"]]
     for s in t["shape"]:
         n *= s
     return n
 
 
-def validate(g):
+def validate(g: Dict[str, Any]) -> List[str]:
     """A list of problems (empty when the graph is well formed)."""
     errs = []
     tensors = {}
@@ -60,7 +60,7 @@ def validate(g):
     return errs
 
 
-def dumps(g):
+def dumps(g: Dict[str, Any]) -> str:
     """Deterministic JSON, one tensor / op per line (diff-friendly)."""
 
     def enc(v):

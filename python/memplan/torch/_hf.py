@@ -10,6 +10,8 @@ the model), so what it allocates (the shifted logits copy, the float upcast)
 is part of the step. Dropout and attention follow the config (transformers'
 default attention implementation: SDPA where the model has it).
 """
+from typing import Any, Dict, Optional, Tuple
+
 import torch
 import torch.nn as nn
 
@@ -27,7 +29,7 @@ def _value(text):
     return text
 
 
-def parse(spec):
+def parse(spec: str) -> Tuple[str, Dict[str, Any], Optional[int]]:
     """"llama:hidden_size=512,seq=64" -> ("llama", {"hidden_size": 512}, 64)."""
     arch, _, rest = spec.partition(":")
     if not arch:
@@ -63,7 +65,7 @@ class CausalLM(nn.Module):
         return torch.randint(0, self.vocab, (batch, seq or self.seq))
 
 
-def build(spec, device=None):
+def build(spec: str, device: Optional[str] = None) -> nn.Module:
     """The model of `spec` (on `device`, e.g. "meta": no weights allocated)."""
     import transformers
     arch, overrides, seq = parse(spec)

@@ -1,10 +1,11 @@
 """Measurement of one eager CPU step (torch.profiler memory events)."""
-
 import gc
 import statistics
 import time
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 import torch
+import torch.nn as nn
 
 from ._apply import apply_plan
 from ._common import SEED
@@ -63,7 +64,8 @@ def _peak_stack(prof):
     return top[1] - start, " > ".join(top[3]) or None
 
 
-def step_seconds(model, inputs, target, repeats=3, loss_fn=None):
+def step_seconds(model: nn.Module, inputs: Sequence[torch.Tensor], target: Optional[torch.Tensor],
+                 repeats: int = 3, loss_fn: Optional[Callable[..., torch.Tensor]] = None) -> float:
     """Median wall time of `repeats` eager training steps (grads None,
     forward, loss, backward) after one warm-up step, one intra-op thread."""
     torch.set_num_threads(1)
@@ -76,7 +78,9 @@ def step_seconds(model, inputs, target, repeats=3, loss_fn=None):
     return statistics.median(times[1:])
 
 
-def measure(model, example_inputs, target=None, plan=None, threads=1, loss_fn=None):
+def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor] = None,
+            plan: Union[None, str, Dict[str, Any]] = None, threads: int = 1,
+            loss_fn: Optional[Callable[..., torch.Tensor]] = None) -> Dict[str, Any]:
     """Peak memory of one eager CPU training step (forward, loss, backward,
     .grad None before), after one unmeasured warm-up step. With `plan`, the
     plan's modules are checkpointed first (on the model itself). loss_fn as

@@ -1,9 +1,10 @@
 """Model specs, example inputs and the training step every export and measurement runs."""
-
 import contextlib
 import copy
 import importlib
 import inspect
+from types import ModuleType
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -12,7 +13,7 @@ import torch.nn.functional as F
 from ._common import SEED
 
 
-def load_model(spec, device=None):
+def load_model(spec: str, device: Optional[str] = None) -> nn.Module:
     """`torchvision:NAME`, `hf:ARCH[:k=v,...]` or `package.module:factory` ->
     nn.Module (seeded, train mode); built on `device` when given ("meta": no
     weights allocated, nothing initialised for real)."""
@@ -41,7 +42,7 @@ def load_model(spec, device=None):
     return model.train()
 
 
-def _import_spec_module(mod_name: str):
+def _import_spec_module(mod_name: str) -> ModuleType:
     """The module a `module:factory` spec names. `models` is the user's own
     module of that name when one is importable, else memplan's bundled test
     models (memplan.torch.models)."""
@@ -53,13 +54,14 @@ def _import_spec_module(mod_name: str):
         raise ValueError(f"cannot import {mod_name}: {e}") from None
 
 
-def has_seq(model):
+def has_seq(model: nn.Module) -> bool:
     """True when model.example_input takes a sequence length (`seq`)."""
     fn = getattr(model, "example_input", None)
     return fn is not None and "seq" in inspect.signature(fn).parameters
 
 
-def example_inputs(model, batch, input_shape=None, seq=None):
+def example_inputs(model: nn.Module, batch: int, input_shape: Optional[Sequence[int]] = None,
+                   seq: Optional[int] = None) -> Tuple[torch.Tensor, ...]:
     """The step's input tuple: model.example_input(batch[, seq]), else
     randn(batch, *shape); on the model's device (meta for a meta model)."""
     p = next(model.parameters(), None)
@@ -69,7 +71,8 @@ def example_inputs(model, batch, input_shape=None, seq=None):
     return _example_inputs(model, batch, input_shape, seq)
 
 
-def _example_inputs(model, batch, input_shape, seq):
+def _example_inputs(model: nn.Module, batch: int, input_shape: Optional[Sequence[int]],
+                    seq: Optional[int]) -> Tuple[torch.Tensor, ...]:
     torch.manual_seed(SEED + 1)
     if input_shape is None and hasattr(model, "example_input"):
         x = model.example_input(batch, seq=seq) if seq is not None else model.example_input(batch)
@@ -78,7 +81,7 @@ def _example_inputs(model, batch, input_shape, seq):
     return (torch.randn(batch, *shape),)
 
 
-def make_target(model, inputs):
+def make_target(model: nn.Module, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
     """Random class targets shaped like the output without its last dimension
     (found with a no-grad forward of a copy on the first sample); for models
     with their own LM loss, the labels: the input ids."""
@@ -93,11 +96,12 @@ def make_target(model, inputs):
     return torch.randint(0, out.shape[-1], shape, device=inputs[0].device)
 
 
-def loss_fn(out, target):
+def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
 
 
-def step_loss(model, inputs, target, user_loss=None):
+def step_loss(model: nn.Module, inputs: Sequence[torch.Tensor], target: Optional[torch.Tensor],
+              user_loss: Optional[Callable[..., torch.Tensor]] = None) -> torch.Tensor:
     """The step's loss. With `user_loss`: user_loss(output, target), or
     user_loss(output) when target is None. Else the model's own when it
     computes one (hf: models take the labels and return their LM loss), else

@@ -27,6 +27,8 @@ Falls short on: oneDNN's choices that depend on sizes in ways not modelled
 (1x1 strided convolution backward measured 17% above its weight bytes on
 resnet18), kernels other than the ones above (their scratch is taken as 0).
 """
+from typing import Any, Dict
+
 from ._graph import nbytes as _bytes
 
 DEVICES = ("cpu", "cuda", "h100", "h200", "a100")
@@ -43,7 +45,7 @@ def _conv_kind(x, w, groups):
     return "dense"
 
 
-def cpu_rule(op, tensors, groups=1):
+def cpu_rule(op: Dict[str, Any], tensors: Dict[str, Dict[str, Any]], groups: int = 1) -> int:
     """Scratch bytes of `op` on the CPU (0 when no rule applies)."""
     kind = op["type"]
     ins = [tensors[i] for i in op["inputs"]]
@@ -71,7 +73,7 @@ def cpu_rule(op, tensors, groups=1):
     return 0
 
 
-def apply_rules(graph, device):
+def apply_rules(graph: Dict[str, Any], device: str) -> int:
     """Sets each op's workspace_bytes by the rules for `device`, replacing
     any it had. Returns the number of ops given scratch."""
     if device not in DEVICES:
