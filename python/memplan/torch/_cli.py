@@ -52,7 +52,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                          "on that GPU (its dropout kernel; no CPU scratch)")
     ex.add_argument("--measure-workspace", action="store_true",
                     help="per-op scratch measured by replaying the step on this CPU "
-                         "(--device cpu only) instead of workspace.py's rules")
+                         "(--device cpu only) instead of the scratch rules "
+                         "(memplan/torch/_workspace.py)")
     ex.add_argument("--measure-times", action="store_true",
                     help="each op's time_us measured by replaying the step's graphs on this "
                          "CPU, one thread (--device cpu --static only): memplan plans with "

@@ -341,7 +341,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
                 # No schema: aliasing unknown. Outputs sharing an input's storage
                 # become views (checked below), the rest new buffers.
                 stats["ops_without_schema"].append(node.name)
-                print(f"memplan_torch: warning: {node.name} ({node.target}) has no ATen "
+                print(f"memplan export: warning: {node.name} ({node.target}) has no ATen "
                       "schema; its outputs are new buffers unless they share an input's "
                       "storage", file=sys.stderr)
             # Eager ran this op in place on its first argument (see ScopeRecorder).
@@ -405,7 +405,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
                 op["flops"] = fl
             groups = _conv_groups(node)
             if groups > 1:
-                op["groups"] = groups  # for workspace.py's rules
+                op["groups"] = groups  # for _workspace.py's rules
             if measure_times and node.name in secs[phase]:
                 op["time_us"] = round(secs[phase][node.name] * 1e6, 3)
             ws = (ws_fw if phase == "forward" else ws_bw).get(node.name, 0)

@@ -23,7 +23,7 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     (random, shaped from the output, when None). The model is not modified.
     record_inplace=False writes the functionalized graph as traced (eager's
     in-place ops then allocate, as in a compiled step). workspace: per-op
-    scratch from "rules" (workspace.py: shapes and device), "measure"d by
+    scratch from "rules" (_workspace.py: shapes and device), "measure"d by
     replaying the step on this CPU (torch.profiler; the tests' oracle), or
     "none". times=True: each op's time_us measured by replaying the traced
     graphs on this CPU (one thread, the least of 3 runs after a warm-up; the
@@ -67,7 +67,7 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
     """export() with the sizes as symbols: `batch` always, `seq` when the
     model's example_input takes one (default: the model's own length). The
     step is exported at 2^N + 1 sizes around (batch, seq) and every number
-    that changes is solved as a multilinear expression (symbolic.py), so
+    that changes is solved as a multilinear expression (memplan.symbolic), so
     `memplan analyze --set batch=64` resizes the graph without tracing again.
     Returns (graph, stats); raises symbolic.SymbolicError when some size
     cannot be expressed."""
