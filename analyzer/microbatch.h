@@ -141,7 +141,8 @@ struct MicroBatchChoice {
   int64_t accumulation_steps = 0;
   int64_t last_micro_batch = 0;
   // ceil(N / accumulation_steps): as many steps, sizes within one of each
-  // other (e.g. 64 = 8 x 8 rather than 7 x 9 + 1); fits when micro_batch does.
+  // other (e.g. 64 = 8 x 8 rather than 7 x 9 + 1); under allocated budgets it
+  // fits when micro_batch does (reserved peaks need not fall with the batch).
   int64_t balanced_micro_batch = 0;
   int64_t peak_bytes = 0;         // at micro_batch
   int64_t last_peak_bytes = 0;    // at last_micro_batch (evaluated)

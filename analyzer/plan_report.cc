@@ -274,7 +274,9 @@ std::string OverBudgetLine(BudgetOf budget_of, int64_t budget_bytes, int64_t res
 
 std::string SweepTable(const PlanResult& result, const PlannerOptions& options,
                        const std::vector<SweepPoint>& sweep) {
-  std::string out = fmt::format("\nbudget sweep (a smaller budget never costs less):\n");
+  // The sweep plans at allocation budgets, whatever --budget-of says.
+  std::string out =
+      fmt::format("\nbudget sweep of allocated bytes (a smaller budget never costs less):\n");
   out += fmt::format("  {:>12}  {:<5} {:>12}  {:>14}  {:>9}\n", "budget", "fits", "peak",
                      std::string("cost (") + CostUnit(options.cost) + ")", "overhead");
   for (const SweepPoint& p : sweep) {

@@ -24,7 +24,8 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
                            const PlanResult& result, const Plan& plan, int top,
                            const std::vector<SweepPoint>& sweep,
                            const BudgetedPlan* budgeted = nullptr);
-// The sweep as a table for the terminal.
+// The sweep as a table for the terminal. Its budgets are of allocated bytes
+// (SweepBudgets plans at allocation budgets), whatever --budget-of says.
 std::string SweepTable(const PlanResult& result, const PlannerOptions& options,
                        const std::vector<SweepPoint>& sweep);
 std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
