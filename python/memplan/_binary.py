@@ -5,8 +5,10 @@ Search order: $MEMPLAN_BINARY; the binary installed inside this package
 (build/cli/memplan beside python/). The first that exists wins.
 """
 import os
-import subprocess
-from typing import List, Optional, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
+
+if TYPE_CHECKING:
+    import subprocess
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -37,9 +39,11 @@ def find_binary() -> str:
 
 
 def run(args: Sequence[str], timeout: Optional[float] = 600,
-        check_codes: Sequence[int] = (0,)) -> subprocess.CompletedProcess:
+        check_codes: Sequence[int] = (0,)) -> "subprocess.CompletedProcess":
     """Runs `memplan ARGS...` and returns the finished process (text output).
     An exit code outside `check_codes` raises MemplanError with its stderr."""
+    import subprocess  # not at import: the launcher's start-up stays short
+
     p = subprocess.run([find_binary(), *args], capture_output=True, text=True,
                        timeout=timeout)
     if p.returncode not in check_codes:

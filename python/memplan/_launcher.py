@@ -9,12 +9,10 @@ Exec (not a child process) keeps the launcher's cost to Python's start-up:
 the binary's exit code, signals and standard streams are the command's own.
 """
 import os
-import subprocess
 import sys
 from typing import List, Optional
 
 from . import _binary
-from ._version import __version__
 
 PYTHON_COMMANDS = ("export", "measure")
 
@@ -32,6 +30,10 @@ def _python_command(argv: List[str]) -> int:
 
 
 def _version_text() -> str:
+    import subprocess
+
+    from ._version import __version__
+
     try:
         p = subprocess.run([_binary.find_binary(), "--version"], capture_output=True,
                            text=True, timeout=30)
@@ -55,6 +57,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"memplan: {e}", file=sys.stderr)
         return 2
     if not argv or argv[0] in ("-h", "--help"):
+        import subprocess
+
         rc = subprocess.run(["memplan", *argv], executable=binary).returncode
         try:
             print("\nPython commands (pip install 'memplan[torch]'):\n"
