@@ -304,6 +304,8 @@ std::string CheckOutput(const CheckInput& in, const CheckResult& r, CheckFormat 
   switch (format) {
     case CheckFormat::kText: {
       out += fmt::format("memplan check {}\n", in.graph_file);
+      if (in.outputs_held)
+        out += fmt::format("  loop      {}\n", OutputsHeldPhrase(in.outputs_held));
       out += fmt::format("  program   {}\n", program);
       if (in.plan_valid)
         out += fmt::format("  peak      {}{}\n", Bytes(in.peak_bytes),

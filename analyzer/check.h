@@ -17,6 +17,7 @@
 #define MEMPLAN_ANALYZER_CHECK_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +81,7 @@ struct CheckInput {
   std::string plan_file;                 // "" for the baseline program
   std::string accumulation = "inplace";  // of the baseline program
   std::string optimizer = "none";        // optimizer state added (optimizer_state.h)
+  std::optional<bool> outputs_held;      // the graph's source.outputs_held
   bool has_budget = true;
   int64_t budget_bytes = 0;
   BudgetOf budget_of = BudgetOf::kAllocated;  // what budget_bytes bounds

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -108,6 +109,10 @@ struct Graph {
   // for (a GPU step runs out of what PyTorch's caching allocator reserves);
   // "" when the graph does not say.
   std::string target_device;
+  // source.outputs_held: whether the training loop keeps the model's output
+  // alive through the backward (true: the graph's outputs list it) or frees
+  // it once the loss is computed (false); nullopt when the graph does not say.
+  std::optional<bool> outputs_held;
   std::vector<std::pair<std::string, int64_t>> symbols;  // in declaration order
   std::vector<Tensor> tensors;
   std::vector<Op> ops;

@@ -199,6 +199,12 @@ class GraphParser {
                                      Found(*device)));
         g_->target_device = device->get<std::string>();
       }
+      auto held = it->find("outputs_held");
+      if (held != it->end()) {
+        if (!held->is_boolean())
+          return r_.WrongType("/source/outputs_held", *held, "true or false");
+        g_->outputs_held = held->get<bool>();
+      }
     }
     return true;
   }

@@ -281,6 +281,7 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
   row("graph",
       fmt::format("{}: {} ops, {} tensors ({})", in.jg->file, g.ops.size(), g.tensors.size(),
                   in.jg->lowered ? "lowered from forward-only" : "joint"));
+  if (g.outputs_held) row("loop", OutputsHeldPhrase(g.outputs_held));
   row("program", fmt::format("{}, {} steps", in.program_label, n));
   row("predicted peak", Bytes(sim.peak_bytes) + " at " + StepWhat(g, p, sim, peak));
   row("resident", Bytes(sim.start_bytes));

@@ -494,6 +494,7 @@ std::string MicroBatchSummary(const JointGraph& jg, const std::string& batch_sym
   std::string out;
   const char* unit = CostUnit(options.cost);
   out += fmt::format("memplan plan {} --global-batch {}\n", jg.file, r.global_batch);
+  out += LoopLine(jg.graph);
   out += ParallelLine(jg);
   out += fmt::format("  budget    {} ({} bytes) {}, micro-batches over symbol \"{}\"\n",
                      FormatBytes(r.budget_bytes), r.budget_bytes, BudgetOfPhrase(r.budget_of),

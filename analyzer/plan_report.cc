@@ -163,6 +163,7 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
   const SimResult& sim = result.best.sim;
   const char* unit = CostUnit(options.cost);
   std::string out = fmt::format("memplan plan {}\n", jg.file);
+  out += LoopLine(g);
   out += ParallelLine(jg);
   const BudgetOf budget_of = budgeted ? budgeted->budget_of : BudgetOf::kAllocated;
   const bool of_reserved = budget_of != BudgetOf::kAllocated;

@@ -59,13 +59,15 @@ nlohmann::ordered_json ReportHeader(const char* command, const JointGraph& jg) {
 
 nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
   const Graph& g = jg.graph;
+  const ojson held = g.outputs_held ? ojson(*g.outputs_held) : ojson(nullptr);
   nlohmann::ordered_json r = {{"name", g.name},
                               {"file", jg.file},
                               {"style", jg.lowered ? "forward" : "joint"},
                               {"ops", jg.input_ops},
                               {"tensors", jg.input_tensors},
                               {"joint_ops", g.ops.size()},
-                              {"joint_tensors", g.tensors.size()}};
+                              {"joint_tensors", g.tensors.size()},
+                              {"outputs_held", held}};  // null: the graph does not say
   const parallel::RankStats& p = jg.parallel;
   if (p.strategy != parallel::Strategy::kNone) {
     nlohmann::ordered_json block = {{"strategy", parallel::StrategyName(p.strategy)},
@@ -92,6 +94,17 @@ nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
     r["parallel"] = block;
   }
   return r;
+}
+
+std::string OutputsHeldPhrase(std::optional<bool> outputs_held) {
+  if (!outputs_held) return "";
+  return *outputs_held ? "output held through the backward (source.outputs_held)"
+                       : "output freed once the loss is computed (source.outputs_held false)";
+}
+
+std::string LoopLine(const Graph& g) {
+  if (!g.outputs_held) return "";
+  return "  loop      " + OutputsHeldPhrase(g.outputs_held) + "\n";
 }
 
 std::string ParallelLine(const JointGraph& jg) {
@@ -227,6 +240,7 @@ std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top) {
   else
     line(fmt::format("  graph     {}: {} ops, {} tensors, joint",
                      g.name.empty() ? "(unnamed)" : g.name, g.ops.size(), g.tensors.size()));
+  out += LoopLine(g);
   out += ParallelLine(jg);
   line(fmt::format("  program   baseline, {} steps, gradient accumulation {}",
                    a.program.steps.size(), AccumulationModeName(a.accumulation)));

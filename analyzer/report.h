@@ -4,6 +4,7 @@
 #define MEMPLAN_ANALYZER_REPORT_H_
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,11 @@ const char* MemplanVersion();
 
 // The "graph" object every report carries.
 nlohmann::ordered_json GraphReportJson(const JointGraph& jg);
+// The training-loop convention source.outputs_held states, e.g. "output held
+// through the backward (source.outputs_held)"; "" when the graph does not say.
+std::string OutputsHeldPhrase(std::optional<bool> outputs_held);
+// "  loop      <OutputsHeldPhrase>" with its newline; "" when not stated.
+std::string LoopLine(const Graph& g);
 // "  rank      ..." for a rank's step (parallel/rank_step.h); "" otherwise.
 std::string ParallelLine(const JointGraph& jg);
 // What every memplan.report/1 starts with: format, command, memplan_version

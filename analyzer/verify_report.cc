@@ -41,6 +41,7 @@ std::string VerifySummary(const JointGraph& jg, const std::string& plan_file, co
   else
     out += fmt::format("  graph     {}: {} ops, {} tensors, joint\n", name, g.ops.size(),
                        g.tensors.size());
+  out += LoopLine(g);
   out += ParallelLine(jg);
   out += fmt::format("  plan      {} steps, made for \"{}\"; graph_sha256 {}\n",
                      plan.program.steps.size(), plan.graph,

@@ -586,6 +586,7 @@ int RunCheck(const CheckFlags& f) {
   JointGraph jg;
   if (!LoadStepGraph(f.common.graph, options, optimizer, &jg, &err)) return Error(err);
   const Graph& g = jg.graph;
+  in.outputs_held = g.outputs_held;
   std::vector<std::string> warnings = jg.warnings;
   if (in.has_baseline && !in.baseline.graph.empty() && in.baseline.graph != g.name)
     warnings.push_back(fmt::format("{}: the baseline report is of graph \"{}\", not \"{}\"",

@@ -152,6 +152,21 @@ TEST_CASE("ParseBaselineReport: the peak field of each report kind") {
             .find("base.json: /predicted/peak_bytes: found -1") == 0);
 }
 
+TEST_CASE("CheckOutput: the text names the loop convention when the graph states it") {
+  CheckInput in = Input(100, 200);
+  in.graph_file = "g.json";
+  const std::string line = "  loop      output held through the backward (source.outputs_held)\n";
+  CHECK(CheckOutput(in, EvaluateCheck(in), CheckFormat::kText).find("  loop  ") ==
+        std::string::npos);
+  in.outputs_held = true;
+  std::string out = CheckOutput(in, EvaluateCheck(in), CheckFormat::kText);
+  CHECK(out.rfind("memplan check g.json\n" + line + "  program   ", 0) == 0);
+  in.outputs_held = false;
+  out = CheckOutput(in, EvaluateCheck(in), CheckFormat::kText);
+  CHECK(out.find("\n  loop      output freed once the loss is computed (source.outputs_held "
+                 "false)\n") != std::string::npos);
+}
+
 TEST_CASE("GithubEscape: workflow-command data") {
   CHECK(GithubEscape("100% ok\nnext\r") == "100%25 ok%0Anext%0D");
 }

@@ -183,6 +183,37 @@ TEST_CASE("graph_json: source.target_device is cpu, cuda or absent") {
   CHECK(g.target_device.empty());
 }
 
+TEST_CASE("graph_json: source.outputs_held is true, false or absent") {
+  auto with = [](const std::string& held) {
+    return R"({"format": "memplan.graph/1", "source": {"framework": "pytorch", "outputs_held": )" +
+           held + R"(}, "tensors": [], "ops": []})";
+  };
+  CHECK(Err(with(R"("true")")) ==
+        "g.json: /source/outputs_held: expected true or false, found \"true\"");
+  CHECK(Err(with("1")) == "g.json: /source/outputs_held: expected true or false, found 1");
+  CHECK(Err(with("null")) == "g.json: /source/outputs_held: expected true or false, found null");
+  for (bool held : {true, false}) {
+    Graph g;
+    std::string err;
+    REQUIRE_MESSAGE(ParseGraph(with(held ? "true" : "false"), "g.json", {}, &g, &err), err);
+    REQUIRE(g.outputs_held.has_value());
+    CHECK(*g.outputs_held == held);
+    // Written back with the rest of the source object.
+    Graph again;
+    REQUIRE_MESSAGE(ParseGraph(GraphToJson(g), "again.json", {}, &again, &err), err);
+    CHECK(again.outputs_held == held);
+  }
+  Graph g;
+  std::string err;
+  REQUIRE(ParseGraph(R"({"format": "memplan.graph/1", "source": {"framework": "jax"},
+                         "tensors": [], "ops": []})",
+                     "g.json", {}, &g, &err));
+  CHECK(!g.outputs_held.has_value());
+  REQUIRE(ParseGraph(R"({"format": "memplan.graph/1", "tensors": [], "ops": []})", "g.json", {}, &g,
+                     &err));
+  CHECK(!g.outputs_held.has_value());
+}
+
 TEST_CASE("graph_json: symbols must be non-negative integers") {
   CHECK(Err(Doc("", "", R"("symbols": {"batch": -1}, )")) ==
         "g.json: /symbols/batch: expected a non-negative integer, found -1");

@@ -117,6 +117,44 @@ TEST_CASE("html report: well formed, self-contained, one chart") {
   }
 }
 
+TEST_CASE("reports: source.outputs_held in the summary, the graph block and the page") {
+  JointGraph jg = MustLoad("mlp.graph.json");
+  Analysis a;
+  std::string err;
+  REQUIRE(AnalyzeBaseline(jg.graph, AccumulationMode::kInplace, &a, &err));
+  auto page = [&] {
+    HtmlReportInput in;
+    in.jg = &jg;
+    in.program = &a.program;
+    in.sim = &a.sim;
+    in.program_label = "baseline";
+    std::string html;
+    REQUIRE(RenderHtmlReport(in, &html, &err));
+    return html;
+  };
+  // Not stated: no line, no row, null in JSON.
+  CHECK(AnalyzeSummary(jg, a, 5).find("  loop  ") == std::string::npos);
+  CHECK(GraphReportJson(jg)["outputs_held"].is_null());
+  CHECK(page().find("<th>loop</th>") == std::string::npos);
+  CHECK(LoopLine(jg.graph).empty());
+
+  jg.graph.outputs_held = true;
+  const std::string held = "output held through the backward (source.outputs_held)";
+  CHECK(LoopLine(jg.graph) == "  loop      " + held + "\n");
+  std::string summary = AnalyzeSummary(jg, a, 5);
+  // Right after the graph line.
+  CHECK(summary.find("tensors\n  loop      " + held + "\n  program   ") != std::string::npos);
+  CHECK(GraphReportJson(jg)["outputs_held"] == true);
+  CHECK(page().find("<tr><th>loop</th><td>" + held + "</td></tr>") != std::string::npos);
+
+  jg.graph.outputs_held = false;
+  const std::string freed = "output freed once the loss is computed (source.outputs_held false)";
+  CHECK(LoopLine(jg.graph) == "  loop      " + freed + "\n");
+  CHECK(AnalyzeSummary(jg, a, 5).find("\n  loop      " + freed + "\n") != std::string::npos);
+  CHECK(GraphReportJson(jg)["outputs_held"] == false);
+  CHECK(page().find("<tr><th>loop</th><td>" + freed + "</td></tr>") != std::string::npos);
+}
+
 TEST_CASE("html report: the peak, its op and the largest live tensor are shown") {
   Page p = Render("gpt_tiny.graph.json");
   const SimResult& sim = p.a.sim;

@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <optional>
+#include <string>
+
 #include "analyzer/checkpoint.h"
 #include "analyzer/parallel/pipeline.h"
 #include "analyzer/parallel/rank_step.h"
@@ -152,6 +155,21 @@ TEST_CASE("pipeline: one stage of one micro-batch is the single-device step") {
   CHECK(Peak(single) == 9 * U + 4);
   CHECK(Peak(g) == 10 * U + 4);
   CHECK(g.FindOp("pp.merge_outputs") >= 0);
+}
+
+TEST_CASE("pipeline: a stage keeps the graph's source facts") {
+  for (std::optional<bool> held :
+       {std::optional<bool>(), std::optional<bool>(true), std::optional<bool>(false)}) {
+    Graph g = testing::MustLower(kThree);
+    g.target_device = "cuda";
+    g.outputs_held = held;
+    RankStats stats;
+    std::string err;
+    REQUIRE_MESSAGE(MakePipelineStage(TwoStages(PipelineSchedule::k1F1B, 1), &g, &stats, &err),
+                    err);
+    CHECK(g.target_device == "cuda");
+    CHECK(g.outputs_held == held);
+  }
 }
 
 TEST_CASE("pipeline: the balanced split weighs parameter bytes at module starts") {

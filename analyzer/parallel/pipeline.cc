@@ -261,6 +261,7 @@ bool BuildStage(const Graph& g, const PipelineOptions& o, const Assignment& a, i
   h.name = g.name;
   h.source = g.source;
   h.target_device = g.target_device;
+  h.outputs_held = g.outputs_held;
   h.symbols = g.symbols;
   std::vector<bool> used(nt, false), sent(nt, false), model_output(nt, false);
   for (size_t i = 0; i < g.ops.size(); ++i) {

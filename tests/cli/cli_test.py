@@ -460,6 +460,80 @@ def test_warnings(r):
             describe(rc, out, err))
 
 
+HELD_LINES = {
+    True: "  loop      output held through the backward (source.outputs_held)",
+    False: "  loop      output freed once the loss is computed (source.outputs_held false)",
+}
+
+
+def with_outputs_held(r, value, name):
+    """examples/mlp.graph.json with source.outputs_held set to `value`."""
+    doc = load(os.path.join(ROOT, "examples", "mlp.graph.json"))
+    doc["source"] = dict(doc.get("source", {}), outputs_held=value)
+    path = r.path("mlp.held_%s.graph.json" % name)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    return path
+
+
+def test_outputs_held(r):
+    """source.outputs_held: one summary line and graph.outputs_held in the JSON reports."""
+    reports = []
+    for held in (True, False):
+        path = with_outputs_held(r, held, str(held).lower())
+        rc, out = r.validate(GRAPH_SCHEMA, [path])
+        r.check("graph schema accepts outputs_held %s" % held, rc == 0, out)
+        for cmd, extra in (("analyze", []), ("plan", ["--budget", "16MiB", "--top", "0"])):
+            label = "%s, outputs_held %s" % (cmd, str(held).lower())
+            report = r.path("held.%s.%s.json" % (cmd, str(held).lower()))
+            rc, out, err = r.run(cmd, path, *extra, "--json", report)
+            if not r.check(label + ": exit 0", rc == 0, describe(rc, out, err)):
+                continue
+            lines = out.splitlines()
+            # analyze: after the graph line; plan: right after the header.
+            at = 2 if cmd == "analyze" else 1
+            r.check(label + ": the summary line, word for word",
+                    len(lines) > at and lines[at] == HELD_LINES[held], out)
+            r.check(label + ": one loop line",
+                    sum(line.startswith("  loop ") for line in lines) == 1, out)
+            graph = load(report)["graph"]
+            r.check(label + ": graph.outputs_held is %s" % str(held).lower(),
+                    graph.get("outputs_held") is held, graph)
+            reports.append(report)
+        rc, out, err = r.run("check", path, "--budget", "1GiB")
+        r.check("check, outputs_held %s: the loop line" % held,
+                rc == 0 and out.splitlines()[1:2] == [HELD_LINES[held]], describe(rc, out, err))
+        lowered = r.path("mlp.held.lowered.json")
+        rc, out, err = r.run("lower", path, "-o", lowered, "-q")
+        r.check("lower keeps outputs_held %s" % held,
+                rc == 0 and load(lowered)["source"]["outputs_held"] is held,
+                describe(rc, out, err))
+    # Not stated: no line, and null.
+    for cmd, extra in (("analyze", []), ("plan", ["--budget", "16MiB", "--top", "0"])):
+        report = r.path("held.%s.absent.json" % cmd)
+        rc, out, err = r.run(cmd, "examples/mlp.graph.json", *extra, "--json", report)
+        if r.check("%s, no outputs_held: exit 0" % cmd, rc == 0, describe(rc, out, err)):
+            r.check("%s, no outputs_held: no loop line" % cmd, "\n  loop " not in out, out)
+            graph = load(report)["graph"]
+            r.check("%s, no outputs_held: graph.outputs_held is null" % cmd,
+                    "outputs_held" in graph and graph["outputs_held"] is None, graph)
+            reports.append(report)
+    rc, out = r.validate(REPORT_SCHEMA, reports)
+    r.check("reports with graph.outputs_held validate", rc == 0, out)
+    # Anything but a boolean exits 2, naming the pointer and what was expected.
+    for value, shown in (("yes", '"yes"'), (1, "1"), (None, "null")):
+        path = with_outputs_held(r, value, "bad_%s" % shown.strip('"'))
+        rc, out = r.validate(GRAPH_SCHEMA, [path])
+        r.check("graph schema refuses outputs_held %s" % shown, rc != 0, out)
+        want = ("memplan: error: %s: /source/outputs_held: expected true or false, found %s\n" %
+                (path, shown))
+        for args in (("analyze", path), ("plan", path, "--budget", "16MiB"),
+                     ("check", path, "--budget", "1GiB")):
+            rc, out, err = r.run(*args)
+            r.check("%s outputs_held %s: exit 2 and exact message" % (args[0], shown),
+                    rc == 2 and err == want and out == "", describe(rc, out, err))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--memplan", required=True, help="path to the memplan binary")
@@ -481,6 +555,7 @@ def main():
             test_exit_codes(r)
             test_set_batch(r)
             test_warnings(r)
+            test_outputs_held(r)
     print("%d passed, %d failed" % (r.passed, len(r.failed)))
     return 1 if r.failed else 0
 
