@@ -18,20 +18,24 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The PyTorch 2.x exporter tests run in a venv at the repository root (.venv):
-# torch 2.14.1 + torchvision 0.29.1 (wheels for Python 3.11, a CUDA build that
-# runs on the CPU) and transformers. Debian's python3-torch (1.13) above is
-# the other tested version.
+# The PyTorch exporter tests run in two venvs at the repository root, one per
+# end of the supported range (requirements/torch-*.txt, wheels for Python
+# 3.11; torch is a CUDA build that runs on the CPU): .venv has the oldest
+# releases memplan.torch is tested on and ruff, .venv-newest the newest.
 if [[ "${1:-}" == "--test" ]]; then
   root="$(cd "$(dirname "$0")/.." && pwd)"
-  venv="$root/.venv"
-  want='import torch, torchvision, transformers, ruff; assert torch.__version__.startswith("2.14.1"), torch.__version__'
-  if ! "$venv/bin/python" -c "$want" >/dev/null 2>&1; then
-    py="${MEMPLAN_VENV_PYTHON:-python3.11}"
-    command -v "$py" >/dev/null || { echo "install-deps: $py not found (the torch 2.14.1 wheels are for Python 3.11; set MEMPLAN_VENV_PYTHON)" >&2; exit 1; }
-    "$py" -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check torch==2.14.1 torchvision==0.29.1 \
-      transformers==4.57.6 ruff==0.17.6 2>&1 | grep -v "^WARNING: Location" || true
-    "$venv/bin/python" -c "$want"
-  fi
+  py="${MEMPLAN_VENV_PYTHON:-python3.11}"
+  make_venv() {  # make_venv DIR REQUIREMENTS
+    local venv="$root/$1" req="$root/requirements/$2"
+    local check="$root/scripts/check_pins.py"
+    if ! "$venv/bin/python" "$check" "$req" 2>/dev/null; then
+      command -v "$py" >/dev/null || { echo "install-deps: $py not found (the torch wheels are for Python 3.11; set MEMPLAN_VENV_PYTHON)" >&2; exit 1; }
+      [[ -x "$venv/bin/pip" ]] || "$py" -m venv "$venv"
+      "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" 2>&1 \
+        | grep -v "^WARNING: Location" || true
+      "$venv/bin/python" "$check" "$req"
+    fi
+  }
+  make_venv .venv torch-oldest.txt
+  make_venv .venv-newest torch-newest.txt
 fi

@@ -16,6 +16,11 @@ class Checks:
             self.failed.append(name)
         return ok
 
+    def summary(self):
+        """Prints the closing 'N passed, N failed' line; the exit status."""
+        print(f"{self.passed} passed, {len(self.failed)} failed")
+        return 0 if not self.failed else 1
+
     def check(self, ok, name, detail=""):
         """The same with the condition first; a detail that is not text is printed as repr."""
         return self(name, bool(ok), "" if ok else str(detail))

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Tests of the PyTorch exporter (python/memplan/torch) against
-real eager steps on the CPU, under whichever torch runs it (CI: Debian's 1.13
-and 2.14 in .venv):
+real eager steps on the CPU, under whichever torch runs it (CI: torch 2.14.1
+in .venv and 2.15.0 in .venv-newest, requirements/torch-*.txt):
 
 * export (joint) + `memplan analyze` predicts the measured eager peak within 0.5%
   on a small CNN, a residual CNN with in-place ReLU / `+=`, a small GPT, a

@@ -29,8 +29,9 @@ Lower-level API (mirrors the CLI):
     apply_plan(model, plan)   # wraps the plan's "modules" in torch.utils.checkpoint
     report = measure(model, example_inputs, target=None, plan=None)
 
-How export works (torch 1.13: functorch.compile.aot_module; 2.x: the same
-entry points, through torch._functorch; only 1.13 is tested):
+How export works (torch 2.x: torch._functorch's AOTAutograd; tested on 2.14.1
+and 2.15.0; torch 1.13's functorch.compile.aot_module still exports with
+hold_outputs=False):
   1. aot_module traces a *copy* of model + loss into a joint graph (ATen ops,
      functionalized); the partitioner (default: save what the backward reads)
      splits it into a forward and a backward fx graph, which we record.
@@ -73,12 +74,15 @@ from ._common import (
 from ._export import export, export_symbolic
 from ._graph import dumps, nbytes, validate
 from ._measure import measure, step_seconds
+from ._prepare import cast_inputs, prepare_model
 from ._spec import example_inputs, load_model, loss_fn, make_target, step_loss
 
 __all__ = [
     "DTYPE_SIZE", "RESIDENT", "SEED", "TORCH2", "Estimate", "ExportError", "MemplanError", "Plan",
-    "PlanError", "apply_plan", "default_partition", "dumps", "estimate", "example_inputs",
+    "PlanError", "apply_plan", "cast_inputs", "default_partition", "dumps", "estimate",
+    "example_inputs",
     "export", "export_symbolic", "load_model", "loss_fn", "make_target", "measure",
-    "min_cut_rematerialization_partition", "nbytes", "optimizer_name", "plan", "step_loss",
+    "min_cut_rematerialization_partition", "nbytes", "optimizer_name", "plan", "prepare_model",
+    "step_loss",
     "step_seconds", "validate",
 ]

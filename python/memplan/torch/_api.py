@@ -95,7 +95,8 @@ class _Step:
 def _export_step(model: nn.Module, example_inputs: Inputs, loss_fn: Optional[LossFn],
                  target: Optional[torch.Tensor], optimizer: Any, device: str,
                  alloc_conf: Optional[str], parallel: Optional[str], world_size: int,
-                 extra_args: Sequence[str]) -> _Step:
+                 extra_args: Sequence[str], autocast: Optional[str] = None,
+                 hold_outputs: bool = True) -> _Step:
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
     parallel = parallel or "none"
@@ -114,7 +115,8 @@ def _export_step(model: nn.Module, example_inputs: Inputs, loss_fn: Optional[Los
         inputs = tuple(x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs)
         target = target.to("meta") if isinstance(target, torch.Tensor) else target
     graph = export(model, inputs, target, name=type(model).__name__,
-                   target_device="cpu" if device == "cpu" else "cuda", loss_fn=loss_fn)
+                   target_device="cpu" if device == "cpu" else "cuda", loss_fn=loss_fn,
+                   autocast=autocast, hold_outputs=hold_outputs)
     args = ["--optimizer", optimizer_name(optimizer)]
     if parallel != "none":
         args += ["--parallel", parallel, "--world-size", str(world_size)]
@@ -211,7 +213,8 @@ class Estimate:
 def estimate(model: nn.Module, example_inputs: Inputs, *, loss_fn: Optional[LossFn] = None,
              target: Optional[torch.Tensor] = None, optimizer: Any = None, device: str = "cpu",
              alloc_conf: Optional[str] = None, parallel: Optional[str] = None,
-             world_size: int = 1, extra_args: Sequence[str] = ()) -> Estimate:
+             world_size: int = 1, extra_args: Sequence[str] = (),
+             autocast: Optional[str] = None, hold_outputs: bool = True) -> Estimate:
     """Predicts the memory of one training step of `model` on `example_inputs`.
 
     The step: grads None, forward, loss, backward, then the optimizer step
@@ -222,11 +225,18 @@ def estimate(model: nn.Module, example_inputs: Inputs, *, loss_fn: Optional[Loss
     "cuda" or a GPU preset ("h100", "h200", "a100": device_total_bytes and
     the CUDA context too). alloc_conf: PYTORCH_CUDA_ALLOC_CONF text.
     parallel: "ddp", "zero1" or "fsdp" across `world_size` ranks (one rank's
-    step). extra_args: more `memplan analyze` flags. The model is not changed
-    and not moved; a model on the meta device is traced without data.
+    step). extra_args: more `memplan analyze` flags. autocast: "bfloat16" or
+    "float16": the forward and loss run under torch.autocast (device "cpu"
+    only). hold_outputs: the loop keeps the model's output alive through the
+    backward (`out = model(x); loss_fn(out, y).backward()`, the default);
+    False: it drops it once the loss is computed (HF Trainer, Lightning).
+    Precision, frozen weights, LoRA and gradient checkpointing are the
+    model's own: set them on the model (or with prepare_model) first. The
+    model is not changed and not moved; a model on the meta device is traced
+    without data.
     """
     step = _export_step(model, example_inputs, loss_fn, target, optimizer, device, alloc_conf,
-                        parallel, world_size, extra_args)
+                        parallel, world_size, extra_args, autocast, hold_outputs)
     device_args = ["--device", device] if device in GPU_PRESETS else []
     report, summary, _ = step.run("analyze", [*step.step_args, *device_args, "--top", "100"])
     return Estimate(step, report, summary)
@@ -282,7 +292,8 @@ def plan(model: nn.Module, example_inputs: Inputs, budget: Size, *,
          target: Optional[torch.Tensor] = None, optimizer: Any = None, device: str = "cpu",
          budget_of: Optional[str] = None, alloc_conf: Optional[str] = None,
          parallel: Optional[str] = None, world_size: int = 1,
-         extra_args: Sequence[str] = ()) -> Plan:
+         extra_args: Sequence[str] = (), autocast: Optional[str] = None,
+         hold_outputs: bool = True) -> Plan:
     """Plans what to recompute so one training step fits `budget` (bytes or
     a text like "20GiB"). granularity: "module" (whole modules wrapped in
     torch.utils.checkpoint), "sac" (a selective checkpointing policy per
@@ -296,7 +307,7 @@ def plan(model: nn.Module, example_inputs: Inputs, budget: Size, *,
                          f"{', '.join(GRANULARITIES)}")
     budget_bytes = parse_size(budget)
     step = _export_step(model, example_inputs, loss_fn, target, optimizer, device, alloc_conf,
-                        parallel, world_size, extra_args)
+                        parallel, world_size, extra_args, autocast, hold_outputs)
     budget_of = budget_of or _default_budget_of(device)
     device_args = ["--device", device] if device in GPU_PRESETS else []
     with tempfile.TemporaryDirectory(prefix="memplan-") as tmp:

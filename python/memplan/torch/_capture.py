@@ -9,13 +9,20 @@ import torch.fx
 import torch.nn.functional as F
 
 from ._common import (
+    CHECKPOINT_KEY,
+    HELD_KEY,
     INPLACE_KEY,
+    NODE_KEY,
     SCOPE_KEY,
     SEED,
     TORCH2,
+    ExportError,
+    FunctionalTensor,
     FunctionalTensorMode,
     aot_function,
     aot_module,
+    data_dependent,
+    data_dependent_message,
     default_partition,
     make_boxed_func,
 )
@@ -56,6 +63,9 @@ class ScopeRecorder:
       inherits the scope of the node being interpreted, and when that node is
       an in-place op (relu_, add_, ...), the node of the functional op of the
       same name (relu, add) is tagged with the index of the overwritten input.
+    * backward ops made between two grad_fn post-hooks ran in one autograd
+      node: they carry its count (meta[NODE_KEY]), so the exporter can keep
+      what the node read until the node ends, as eager's engine does.
     * torch 2.x traces once, functionalizing in FunctionalTensorMode: while it
       dispatches an in-place op (relu_), the node of the functional op of the
       same name that it emits (relu) is tagged the same way.
@@ -67,6 +77,8 @@ class ScopeRecorder:
         self.stack, self.pending, self.cur_src = [], [], None
         self.cur_inplace = None  # torch 2.x: the in-place op being functionalized
         self.tagged = {}  # grad_fn -> scope (holds refs so ids stay valid)
+        self.region, self.regions = None, 0  # torch.utils.checkpoint call being traced
+        self.autograd_nodes = 0  # grad_fn post-hooks fired so far
         self.handles = []
         self.inplace_sources = 0
 
@@ -77,6 +89,9 @@ class ScopeRecorder:
 
         def create_node(graph, *a, **k):
             node = st.orig_create(graph, *a, **k)
+            if st.region is not None:
+                node.meta[CHECKPOINT_KEY] = st.region
+            node.meta[NODE_KEY] = st.autograd_nodes
             src = st.cur_src
             inp = st.cur_inplace
             if (inp is not None and node.op == "call_function"
@@ -120,6 +135,7 @@ class ScopeRecorder:
         if FunctionalTensorMode is not None:
             self.orig_dispatch = FunctionalTensorMode.__torch_dispatch__
             FunctionalTensorMode.__torch_dispatch__ = dispatch
+        self.patched = _patch_checkpoint(self)
         for mod in self.root.modules():
             self.handles.append(mod.register_forward_pre_hook(self._pre))
             self.handles.append(mod.register_forward_hook(self._post))
@@ -132,7 +148,21 @@ class ScopeRecorder:
             FunctionalTensorMode.__torch_dispatch__ = self.orig_dispatch
         for h in self.handles:
             h.remove()
+        _unpatch(self.patched)
         self.tagged.clear()
+
+    @contextlib.contextmanager
+    def checkpoint_region(self):
+        """Ops traced inside are tagged with one region (the outermost call's)."""
+        if self.region is not None:
+            yield
+            return
+        self.region = self.regions
+        self.regions += 1
+        try:
+            yield
+        finally:
+            self.region = None
 
     def _walk(self, tensors):
         """Untagged autograd nodes reachable from `tensors` (stops at tagged ones)."""
@@ -151,6 +181,23 @@ class ScopeRecorder:
             self.tagged[fn] = scope
             fn.register_hook(self._bw_hook(scope))
 
+    def hook_all(self, loss):
+        """A post-hook on every autograd node behind `loss` that has none, so
+        each node's backward ops get a count of their own (NODE_KEY)."""
+        seen, todo = set(), [loss.grad_fn]
+        while todo:
+            fn = todo.pop()
+            if fn is None or fn in seen or type(fn).__name__ == "AccumulateGrad":
+                continue
+            seen.add(fn)
+            if fn not in self.tagged:
+                self.tagged[fn] = None
+                fn.register_hook(self._count_hook)
+            todo.extend(f for f, _ in fn.next_functions)
+
+    def _count_hook(self, grad_inputs, grad_outputs):
+        self.autograd_nodes += 1
+
     def _pre(self, mod, inputs):
         if self.stack:
             self._tag(self._walk(inputs), self.stack[-1])
@@ -162,10 +209,44 @@ class ScopeRecorder:
 
     def _bw_hook(self, scope):
         def hook(grad_inputs, grad_outputs):
+            self.autograd_nodes += 1
             for node in self.pending:
                 node.meta.setdefault(SCOPE_KEY, scope)
             self.pending.clear()
         return hook
+
+
+def _patch_checkpoint(recorder):
+    """torch.utils.checkpoint runs the checkpointed function plainly while
+    tracing, inside recorder.checkpoint_region() (AOTAutograd would trace it
+    as if uncheckpointed anyway; _recompute.py writes eager's recompute).
+    Both variants: reentrant (CheckpointFunction.apply) and not (the
+    generator around the call). Returns what to restore."""
+    import torch.utils.checkpoint as ckpt
+    saved = []
+
+    class Plain:
+        @staticmethod
+        def apply(function, preserve, *args):
+            with recorder.checkpoint_region():
+                return function(*args)
+
+    def generator(*args, **kwargs):
+        with recorder.checkpoint_region():
+            yield
+
+    for name, value in (("CheckpointFunction", Plain),
+                        ("_checkpoint_without_reentrant_generator_impl", generator),
+                        ("_checkpoint_without_reentrant_generator", generator)):
+        if hasattr(ckpt, name):
+            saved.append((ckpt, name, getattr(ckpt, name)))
+            setattr(ckpt, name, value)
+    return saved
+
+
+def _unpatch(saved):
+    for obj, name, value in saved:
+        setattr(obj, name, value)
 
 
 def _flat_tensors(x):
@@ -188,13 +269,63 @@ def _named(module, what):
         return list(fn(module, remove_duplicate=False))
 
 
+def mark_held(output):
+    """Tags the fx nodes of the model's output tensors with meta[HELD_KEY]
+    while AOTAutograd traces (torch 2.x: the proxy of each tensor's
+    functional value). Passes where no proxy mode runs (AOT's metadata pass)
+    tag nothing."""
+    mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY)
+    if mode is None:
+        return
+    from torch.fx.experimental.proxy_tensor import get_proxy_slot
+    for t in _flat_tensors(output):
+        inner = t
+        if FunctionalTensor is not None and isinstance(t, FunctionalTensor):
+            torch._sync(t)
+            inner = torch._from_functional_tensor(t.elem)
+        slot = get_proxy_slot(inner, mode.tracer, None)
+        proxy = getattr(slot, "proxy", None)
+        if proxy is not None:
+            proxy.node.meta[HELD_KEY] = True
+
+
+def _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values):
+    """One forward and backward of the AOT-compiled step (the compilers
+    record the graphs). real_values: data-dependent values from the real
+    tensors (_real_values). A data-dependent error carries the module stack
+    it happened in (memplan_stack)."""
+    torch.manual_seed(SEED + 3)
+    recorder = ScopeRecorder(wrapped, names, record_inplace)
+    wrapped.on_loss = recorder.hook_all
+    context = (_meta_patches() if on_meta else _real_values() if real_values
+               else contextlib.nullcontext())
+    with recorder, context as fake:
+        if fake is not None:  # static shapes: fakified here, real data behind
+            args = [fake.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor)
+                    else a for a in args]
+        try:
+            loss = compiled(*args)
+            loss.backward()
+        except Exception as e:  # noqa: BLE001 - annotated and re-raised
+            e.memplan_stack = list(recorder.stack)
+            raise
+
+
 def capture(model, inputs, target, partition_fn=default_partition, record_inplace=True,
-            user_loss=None):
+            user_loss=None, autocast=None, hold_outputs=True):
     """Traces a copy of model + loss with aot_module. Returns ({"fw", "bw"}:
     (GraphModule, example args)), [(primal name, kind)]. target None: the
-    loss is user_loss(output) and the step has no target input."""
-    wrapped = WithLoss(copy.deepcopy(model), user_loss, has_target=target is not None)
+    loss is user_loss(output) and the step has no target input. autocast:
+    the step under torch.autocast(dtype=autocast). hold_outputs: the model's
+    output tensors are tagged (meta[HELD_KEY]) as held through the backward."""
+    if hold_outputs and not TORCH2:
+        raise ValueError("hold_outputs needs torch 2.x (this is torch "
+                         f"{torch.__version__}); export with hold_outputs=False "
+                         "(--no-hold-outputs)")
+    wrapped = WithLoss(copy.deepcopy(model), user_loss, has_target=target is not None,
+                       autocast=autocast, on_output=mark_held if hold_outputs else None)
     targets = [] if target is None else [target]
+    unfrozen = _unfreeze_input_grad_modules(wrapped)
     # Scopes: the loss wrapper is "loss", the model's own code "", its
     # submodules their usual paths ("layer1.0.conv1").
     names = {}
@@ -231,12 +362,16 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
                               partition_fn=partition_fn)
         args = list(inputs) + targets
         params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
-    torch.manual_seed(SEED + 3)
     on_meta = inputs[0].is_meta
-    with ScopeRecorder(wrapped, names, record_inplace), \
-            (_meta_patches() if on_meta else contextlib.nullcontext()):
-        loss = compiled(*args)
-        loss.backward()
+    try:
+        _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=False)
+    except Exception as e:  # noqa: BLE001 - only data-dependent ops are handled
+        if not data_dependent(e):
+            raise
+        if on_meta:
+            raise ExportError(data_dependent_message(e, e.memplan_stack)) from None
+        # Traced again with the real values behind the fake tensors.
+        _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=True)
 
     for gm, _ in graphs.values():
         remove_dead_code(gm)
@@ -252,7 +387,59 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
     # 2.x hands the compiler fake tensors).
     real = [t for _, t in params + buffers] + list(inputs) + targets
     graphs["fw"] = (graphs["fw"][0], real)
+    graphs["unfrozen"] = [strip(n) for n in unfrozen]
     return graphs, primals
+
+
+def _unfreeze_input_grad_modules(wrapped):
+    """transformers' enable_input_require_grads (gradient checkpointing on
+    transformers 5, PEFT) hooks the input embeddings: their output becomes a
+    leaf that requires grad, so eager backpropagates into it. AOTAutograd
+    differentiates only its primals, so the copy's frozen weights of such a
+    module train while tracing; the exporter drops their gradient again
+    (drop_gradients). Returns their names."""
+    names = []
+    for mod_name, mod in wrapped.named_modules():
+        hooks = getattr(mod, "_forward_hooks", {}).values()
+        if not any(getattr(h, "__name__", "") == "make_inputs_require_grads" for h in hooks):
+            continue
+        for p_name, p in mod.named_parameters():
+            if not p.requires_grad:
+                p.requires_grad_(True)
+                names.append(f"{mod_name}.{p_name}")
+    return names
+
+
+@contextlib.contextmanager
+def _real_values():
+    """Data-dependent values (`.item()`, `bool(t.all())`: transformers 5's
+    packed-sequence check) answered from the real tensors: the step is traced
+    on this CPU's data, so AOTAutograd's fake tensors carry real ones
+    (functorch's fake_tensor_propagate_real_tensors) and the branch eager
+    takes is the branch traced. Needs a shape environment for the unbacked
+    values; shapes stay static."""
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    with torch._functorch.config.patch(fake_tensor_propagate_real_tensors=True):
+        mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True,
+                              allow_non_fake_inputs=True)
+        with tracing(TracingContext(mode)), _quiet("torch.fx.experimental.symbolic_shapes"):
+            yield mode
+
+
+@contextlib.contextmanager
+def _quiet(logger):
+    """Silences a logger's warnings (propagate_real_tensors logs every guard
+    it answers from real values)."""
+    import logging
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -263,6 +450,8 @@ def _meta_patches():
       no autograd kernel, so AOT's backward trace would stop at the loss;
     * torch.autocast(device_type="meta") (transformers' RoPE disables
       autocast on its input's device) as the CPU's;
+    * transformers 5's packed-sequence check answers "not packed" (the
+      exporter's inputs never pack sequences; the CPU trace reads the value);
     * F.scaled_dot_product_attention picks its kernel as the CPU would
       (torch._fused_sdp_choice on CPU stand-ins: stride-0 views of one row,
       no data); on meta it would always take the math path."""
@@ -277,12 +466,13 @@ def _meta_patches():
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
              enable_gqa=False):
-        if query.is_meta and not enable_gqa:
+        if query.is_meta:
             from torch.utils._python_dispatch import _disable_current_modes
+            gqa = {"enable_gqa": True} if enable_gqa else {}  # the CPU flash kernel takes GQA
             with _disable_current_modes():  # a question, not a traced op
                 choice = torch._fused_sdp_choice(stand_in(query), stand_in(key),
                                                  stand_in(value), stand_in(attn_mask), dropout_p,
-                                                 is_causal, scale=scale)
+                                                 is_causal, scale=scale, **gqa)
             if choice == int(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
                 if isinstance(attn_mask, torch.Tensor) and attn_mask.dtype == torch.bool:
                     # as the CPU kernel converts it: where(mask, 0, -inf)
@@ -314,11 +504,48 @@ def _meta_patches():
 
     F.cross_entropy, torch.autocast = cross_entropy, autocast
     F.scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention = sdpa
+    packed = _unpacked_sequences()
     try:
         yield
     finally:
         F.cross_entropy, torch.autocast = orig, orig_autocast
         F.scaled_dot_product_attention = torch._C._nn.scaled_dot_product_attention = orig_sdpa
+        if packed is not None:
+            packed[0].find_packed_sequence_indices = packed[1]
+
+
+def _unpacked_sequences():
+    """transformers checks whether a causal LM's position ids pack several
+    sequences per row, a question about values. The exporter's inputs never
+    pack (one sequence per row, positions 0..seq-1), so on meta the check's
+    truth test answers "not packed", as it does on the CPU. Returns (module, original)
+    to restore, or None when transformers has no such check."""
+    import sys
+    module = sys.modules.get("transformers.masking_utils")
+    original = getattr(module, "find_packed_sequence_indices", None)
+    if original is None:
+        return None
+
+    def find_packed_sequence_indices(position_ids):
+        if not position_ids.is_meta:
+            return original(position_ids)
+        # Its ops traced as on the CPU, its question about values answered.
+        classes = [c for c in (torch.Tensor, FunctionalTensor) if c is not None]
+        own = [c.__dict__.get("__bool__") for c in classes]  # None: inherited
+        truths = [c.__bool__ for c in classes]
+        for c, truth in zip(classes, truths):
+            c.__bool__ = (lambda t, truth=truth: True if t.is_meta else truth(t))
+        try:
+            return original(position_ids)
+        finally:
+            for c, mine in zip(classes, own):
+                if mine is None:
+                    del c.__bool__
+                else:
+                    c.__bool__ = mine
+
+    module.find_packed_sequence_indices = find_packed_sequence_indices
+    return module, original
 
 
 def remove_dead_code(gm):

@@ -9,6 +9,7 @@ from ._common import PROGRESS, default_partition, min_cut_rematerialization_part
 from ._export import export, export_symbolic
 from ._graph import dumps
 from ._measure import measure
+from ._prepare import DTYPES, cast_inputs, prepare_model
 from ._spec import example_inputs, load_model, make_target
 
 
@@ -22,8 +23,32 @@ def _shape(text):
 def _setup(args):
     meta = getattr(args, "device", "cpu") != "cpu"
     model = load_model(args.model, device="meta" if meta else None)
-    inputs = example_inputs(model, args.batch, args.input_shape)
+    prepare_model(model, dtype=args.dtype, trainable=args.trainable, lora=args.lora,
+                  gradient_checkpointing=args.hf_gradient_checkpointing)
+    inputs = cast_inputs(example_inputs(model, args.batch, args.input_shape), args.dtype)
     return model, inputs, make_target(model, inputs)
+
+
+def _step_options(p):
+    """The options that say which step the user trains (export and measure)."""
+    low = [k for k in DTYPES if k != "float32"]
+    p.add_argument("--dtype", choices=low, help="weights, buffers and float inputs in this "
+                   "dtype (model.to(dtype)); default float32")
+    p.add_argument("--autocast", choices=low, help="the step (forward and loss) under "
+                   "torch.autocast with this dtype (the CPU's autocast policy)")
+    p.add_argument("--trainable", metavar="REGEX", help="only parameters whose name matches "
+                   "(re.search) train; the rest are frozen (no gradient)")
+    p.add_argument("--lora", metavar="r=R,alpha=A,targets=NAME[,NAME...][,dropout=P]",
+                   help="LoRA adapters through PEFT on the named modules; only they train "
+                   "(needs memplan[hf])")
+    p.add_argument("--hf-gradient-checkpointing", action="store_true",
+                   help="the transformers model's own gradient_checkpointing_enable() "
+                   "(non-reentrant), recomputed in the backward as eager does")
+    p.add_argument("--hold-outputs", action=argparse.BooleanOptionalAction, default=True,
+                   help="the loop keeps the model's output through the backward (`out = "
+                   "model(x); loss_fn(out, y).backward()`; default, never under-predicts "
+                   "it); --no-hold-outputs: it drops the output once the loss is computed "
+                   "(HF Trainer, Lightning)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -31,8 +56,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("export", "measure"):
         p = sub.add_parser(name)
-        p.add_argument("model", help="torchvision:NAME or package.module:factory")
+        p.add_argument("model", help="torchvision:NAME, hf:ARCH[:k=v,...], "
+                       "hf:path/to/config.json[:k=v,...] or package.module:factory")
         p.add_argument("--batch", type=int, required=True)
+        _step_options(p)
         p.add_argument("--input-shape", type=_shape, default=None,
                        help="per-sample input shape, e.g. 3,64,64 (default: the model's "
                             "example_input, else 3,224,224)")
@@ -96,7 +123,8 @@ def _run_command(args):
             raise ValueError("--measure-workspace replays the step on this CPU: it needs "
                              "--device cpu")
         kw = {"target_device": "cpu" if args.device in ("cpu", "meta") else "cuda",
-              "workspace": "measure" if args.measure_workspace else "rules"}
+              "workspace": "measure" if args.measure_workspace else "rules",
+              "autocast": args.autocast, "hold_outputs": args.hold_outputs}
         if args.measure_times:
             if args.device != "cpu" or not args.static:
                 raise ValueError("--measure-times replays the step on this CPU at one size: it "
@@ -104,7 +132,8 @@ def _run_command(args):
             kw["times"] = True
         if args.static:
             if args.seq is not None:
-                inputs = example_inputs(model, args.batch, args.input_shape, seq=args.seq)
+                inputs = cast_inputs(example_inputs(model, args.batch, args.input_shape,
+                                                    seq=args.seq), args.dtype)
                 target = make_target(model, inputs)
             graph, stats = export(model, inputs, target, style=args.style, name=name,
                                   partition_fn=pf, with_stats=True, **kw)
@@ -112,7 +141,7 @@ def _run_command(args):
             try:
                 graph, stats = export_symbolic(model, args.batch, args.input_shape, seq=args.seq,
                                                name=name, style=args.style, partition_fn=pf,
-                                               **kw)
+                                               input_dtype=args.dtype, **kw)
             except (symbolic.SymbolicError, ValueError) as e:
                 print(f"memplan export: {args.model}: {e} (export --static writes integer "
                       "shapes)", file=sys.stderr)
@@ -124,7 +153,8 @@ def _run_command(args):
                           "tensors": len(graph["tensors"]), **stats}, indent=1))
         return 0
     PROGRESS("measuring one eager step")
-    report = measure(model, inputs, target, plan=args.plan)
+    report = measure(model, inputs, target, plan=args.plan, autocast=args.autocast,
+                     hold_outputs=args.hold_outputs)
     report = {"model": args.model, "batch": args.batch, **report}
     text = json.dumps(report, indent=1)
     print(text)

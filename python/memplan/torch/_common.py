@@ -1,4 +1,5 @@
 """Constants shared by the exporter's stages, its progress line and its error type."""
+import contextlib
 import sys
 import time
 
@@ -17,7 +18,7 @@ if TORCH2:  # AOTAutograd with Python functionalization (FunctionalTensorMode)
         default_partition,
         min_cut_rematerialization_partition,
     )
-    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 else:  # torch 1.13: functorch's AOTAutograd, functionalized by a second trace
     from functorch.compile import (  # noqa: F401
         aot_module,
@@ -27,12 +28,15 @@ else:  # torch 1.13: functorch's AOTAutograd, functionalized by a second trace
     )
 
     aot_function = None
-    FunctionalTensorMode = None
+    FunctionalTensor = FunctionalTensorMode = None
 
 EXPORTER = "memplan.torch 1"
 SEED = 0
 SCOPE_KEY = "memplan_scope"
 INPLACE_KEY = "memplan_inplace"
+CHECKPOINT_KEY = "memplan_checkpoint"  # the torch.utils.checkpoint call an op ran in
+NODE_KEY = "memplan_autograd_node"  # backward: the autograd node an op ran in
+HELD_KEY = "memplan_held"  # a model output the training loop holds through the backward
 DTYPES = {
     torch.float64: "float64", torch.float32: "float32", torch.float16: "float16",
     torch.bfloat16: "bfloat16", torch.int64: "int64", torch.int32: "int32",
@@ -77,6 +81,82 @@ class Progress:
 
 
 PROGRESS = Progress(enabled=False)  # the CLI turns it on for a terminal
+
+
+# The releases memplan.torch is tested on (requirements/torch-*.txt): the
+# oldest and the newest of each. Others get one warning naming these.
+TESTED_TORCH = ("2.14.1", "2.15.0")
+TESTED_TRANSFORMERS = ("4.57.6", "5.24.0")
+_warned = set()
+
+
+def _release(version: str) -> tuple:
+    parts = []
+    for p in version.split("+")[0].split(".")[:3]:
+        digits = "".join(c for c in p if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def outside_tested(name: str, version: str, tested: tuple) -> bool:
+    """True when `version` lies outside the tested range's major.minor."""
+    lo, hi = _release(tested[0])[:2], _release(tested[-1])[:2]
+    return not lo <= _release(version)[:2] <= hi
+
+
+def warn_untested(name: str, version: str, tested: tuple) -> None:
+    """One warning per package and version outside the tested range."""
+    if (name, version) in _warned or not outside_tested(name, version, tested):
+        return
+    _warned.add((name, version))
+    import warnings
+    warnings.warn(f"memplan.torch is tested on {name} {tested[0]} to {tested[-1]}; "
+                  f"{name} {version} may export a step that differs from the eager one",
+                  stacklevel=3)
+
+
+DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode",
+                  "DynamicOutputShapeException")
+META_SCALAR = " cannot be called on meta tensors"  # torch's text for .item() on meta
+
+
+def data_dependent(e: BaseException) -> bool:
+    """True for the errors of an op that needs a tensor's value while tracing."""
+    return type(e).__name__ in DATA_DEPENDENT or (
+        isinstance(e, RuntimeError) and META_SCALAR in str(e))
+
+
+def data_dependent_message(e: BaseException, stack) -> str:
+    """What a data-dependent op on meta is: the op, the module (innermost of
+    `stack`, module paths) and the way around."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    op = getattr(e, "func", None) or text.split(META_SCALAR)[0]
+    module = stack[-1] if stack else ""
+    where = f"module '{module}'" if module else "the model's own code"
+    return (f"{op} in {where} needs a tensor's value (data-dependent), which a trace "
+            "without data (--device meta) does not have; export on --device cpu, with a "
+            "smaller config if the model does not fit this machine")
+
+
+@contextlib.contextmanager
+def module_stack(model):
+    """The paths of the modules whose forward is running, innermost last."""
+    stack, handles = [], []
+    names = {m: n for n, m in model.named_modules()}
+    def enter(mod, args):
+        stack.append(names[mod])
+
+    def leave(mod, args, out):
+        stack.pop()
+
+    for m in model.modules():
+        handles.append(m.register_forward_pre_hook(enter))
+        handles.append(m.register_forward_hook(leave))
+    try:
+        yield stack
+    finally:
+        for h in handles:
+            h.remove()
 
 
 class ExportError(ValueError):

@@ -10,10 +10,13 @@ import torch.fx
 
 from ._capture import _packet_name
 from ._common import (
+    CHECKPOINT_KEY,
     DTYPES,
     EXPORTER,
     EXTRA_VIEWS,
+    HELD_KEY,
     INPLACE_KEY,
+    NODE_KEY,
     SCOPE_KEY,
     SEED,
     TORCH2,
@@ -169,10 +172,16 @@ def buffer_updates(nodes, placeholders):
     `op_functional` (torchgen's functional variant, which returns the op's
     results and then one new value per argument it mutates) maps to the k-th
     mutated argument; any other op (`add` for `num_batches_tracked += 1`) to
-    its first argument when that is a placeholder of the same shape."""
+    its first argument when that is a placeholder of the same shape. A cast
+    (`_to_copy`: a bfloat16 model's float32 running statistics) maps as
+    the value it casts."""
     res = {}
     phs = set(placeholders)
-    for node in nodes:
+    for out in nodes:
+        node = out
+        while (node.op == "call_function" and str(node.target) == "aten._to_copy.default"
+               and isinstance(node.args[0], torch.fx.Node)):
+            node = node.args[0]
         src, k = node, None
         if node.op == "call_function" and node.target is operator.getitem:
             src, k = node.args[0], node.args[1]
@@ -191,9 +200,9 @@ def buffer_updates(nodes, placeholders):
         elif k is None and node.op == "call_function" and node.args:
             target = node.args[0]
         if not (isinstance(target, torch.fx.Node) and target in phs):
-            raise ExportError(f"{node.name}: the forward updates an input the exporter cannot "
+            raise ExportError(f"{out.name}: the forward updates an input the exporter cannot "
                              f"name (produced by {getattr(src, 'target', src)})")
-        res[node] = target
+        res[out] = target
     return res
 
 
@@ -206,7 +215,10 @@ def _conv_groups(node):
 
 
 def convert(graphs, primals, name, style="joint", target_device="cpu", measure_workspace=True,
-            measure_times=False):
+            measure_times=False, outputs_held=None):
+    """memplan.graph/1 of the captured graphs, and stats. outputs_held: the
+    loop holds the model's output (the forward nodes tagged HELD_KEY join the
+    graph's outputs, alive to the end), drops it (False), or not stated (None)."""
     fw_gm, fw_args = graphs["fw"]
     bw_gm, _ = graphs["bw"]
     fw_ph = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
@@ -305,6 +317,9 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
     stats = {"views_by_schema": 0, "views_by_storage": 0, "schema_alias_copied": 0,
              "eager_inplace": 0, "inplace_ops": {}, "workspace_ops": 0,
              "buffer_updates_in_place": 0, "constants": 0, "ops_without_schema": []}
+
+    regions = {}  # forward op id -> torch.utils.checkpoint region
+    autograd_node = {}  # backward op id -> the autograd node it ran in
 
     def emit(gm, phase):
         getitems = {}
@@ -412,12 +427,24 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
             if ws >= WORKSPACE_MIN:
                 op["workspace_bytes"] = ws
                 stats["workspace_ops"] += 1
+            if phase == "forward" and CHECKPOINT_KEY in node.meta:
+                regions[op_id] = node.meta[CHECKPOINT_KEY]
+            if phase == "backward" and NODE_KEY in node.meta:
+                autograd_node[op_id] = node.meta[NODE_KEY]
             if (phase == "backward" and str(node.target) == "aten.add.Tensor"
                     and len(in_nodes) == 2 and all(a in grad_flow for a in in_nodes)):
                 op["accumulate"] = True
             ops.append(op)
 
     emit(fw_gm, "forward")
+    held = []
+    for node in fw_gm.graph.nodes:
+        if node.meta.get(HELD_KEY) and node in tid and outputs_held:
+            t = root(tid[node])
+            if t not in held and t not in user_ids:
+                held.append(t)
+    stats["held_outputs"] = held
+    stats["checkpoint_regions"] = regions
     if style == "joint":
         for ph, fw_node in zip(bw_ph[:n_saved], fw_out_nodes[n_user:]):
             tid[ph] = tid[fw_node]
@@ -434,6 +461,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
     ops = sink_backward_views(ops, tensors)
     if target_device == "cpu":
         stats["dropout_noise_as_eager_cpu"] = eager_cpu_dropout(ops, tensors)
+    stats["held_to_node_end"] = hold_to_node_end(ops, tensors, autograd_node)
     graph = {
         "format": "memplan.graph/1",
         "name": name,
@@ -443,9 +471,43 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
         "symbols": {},
         "tensors": list(tensors.values()),
         "ops": ops,
-        "outputs": user_ids,
+        "outputs": user_ids + held,
     }
+    if outputs_held is not None:
+        graph["source"]["outputs_held"] = bool(outputs_held)
     return graph, stats
+
+
+def hold_to_node_end(ops, tensors, node_of):
+    """Eager's engine releases what an autograd node read (its saved tensors,
+    its incoming gradient) when the node returns, not after the op that last
+    read it: each tensor a node's ops read from outside the node becomes an
+    input of the node's last op as well. Views are not that op (they cost
+    nothing and are moved to their first reader); gradient-summing ops (the
+    engine runs them between nodes) and what they read are left alone.
+    Returns the number of inputs added."""
+    def view_only(op):
+        return op["outputs"] and all("alias_of" in tensors[t] for t in op["outputs"])
+
+    members = {}
+    for i, op in enumerate(ops):
+        if op["phase"] == "backward" and not op.get("accumulate") and op["id"] in node_of:
+            members.setdefault(node_of[op["id"]], []).append(i)
+    added = 0
+    for idx in members.values():
+        compute = [i for i in idx if not view_only(ops[i])]
+        if len(idx) < 2 or not compute:
+            continue
+        made = {t for i in idx for t in ops[i]["outputs"]}
+        last = ops[compute[-1]]
+        have = set(last["inputs"])
+        for i in idx:
+            for t in ops[i]["inputs"]:
+                if t not in made and t not in have:
+                    last["inputs"].append(t)
+                    have.add(t)
+                    added += 1
+    return added
 
 
 def hoist_inplace_clones(ops, tensors, overwritten, stats):

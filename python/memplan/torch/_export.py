@@ -1,4 +1,5 @@
 """export() and export_symbolic(): a model's training step as a memplan.graph/1 dict."""
+import sys
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import torch
@@ -7,9 +8,17 @@ import torch.nn as nn
 from .. import symbolic
 from . import _workspace as workspace_rules
 from ._capture import capture
-from ._common import PROGRESS, default_partition
+from ._common import (
+    PROGRESS,
+    TESTED_TORCH,
+    TESTED_TRANSFORMERS,
+    default_partition,
+    warn_untested,
+)
 from ._convert import convert
 from ._graph import validate
+from ._prepare import cast_inputs
+from ._recompute import drop_gradients, inline_recompute
 from ._spec import example_inputs, has_seq, make_target
 
 
@@ -17,7 +26,8 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
            style: str = "joint", name: str = "model", partition_fn: Callable = default_partition,
            with_stats: bool = False, record_inplace: bool = True, target_device: str = "cpu",
            workspace: str = "rules", times: bool = False,
-           loss_fn: Optional[Callable[..., torch.Tensor]] = None) -> Any:
+           loss_fn: Optional[Callable[..., torch.Tensor]] = None,
+           autocast: Optional[str] = None, hold_outputs: bool = True) -> Any:
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
@@ -31,13 +41,32 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     the eager step will run ("cpu" or "cuda"; the graph is traced on this
     CPU either way): eager kernels that differ (dropout) follow it.
     loss_fn: the step's loss instead of cross-entropy, called as
-    loss_fn(output, target), or loss_fn(output) when target is None."""
+    loss_fn(output, target), or loss_fn(output) when target is None.
+    autocast: "bfloat16" or "float16": the step (forward and loss) under
+    torch.autocast with that dtype (the CPU's autocast policy; a GPU target
+    casts other ops, so target_device "cuda" refuses it). hold_outputs: the
+    training loop keeps the model's output alive through the backward (`out
+    = model(x); loss = loss_fn(out, y); loss.backward()`, the default: it
+    never under-predicts such a loop); False: it drops the output once the
+    loss is computed (HF Trainer, Lightning). The graph says which
+    (source.outputs_held)."""
+    warn_untested("torch", torch.__version__, TESTED_TORCH)
+    if "transformers" in sys.modules:
+        warn_untested("transformers", sys.modules["transformers"].__version__,
+                      TESTED_TRANSFORMERS)
     if target_device not in ("cpu", "cuda"):
         raise ValueError(f"target_device {target_device!r}: cpu or cuda")
     if workspace not in ("rules", "measure", "none"):
         raise ValueError(f"workspace {workspace!r}: rules, measure or none")
     if style not in ("joint", "forward"):
         raise ValueError(f"style {style!r}: joint or forward")
+    if autocast is not None:
+        from ._prepare import dtype_of
+        dtype_of(autocast, "autocast")
+        if target_device != "cpu":
+            raise ValueError(f"autocast {autocast!r} with target_device {target_device!r}: the "
+                             "step is traced with the CPU's autocast policy, which casts other "
+                             "ops than CUDA's; export autocast steps for the CPU")
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
         else (example_inputs,)
     if target is None and loss_fn is None:
@@ -48,10 +77,15 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     # around AOT's trace loses the backward.
     PROGRESS("tracing (AOTAutograd)")
     graphs, primals = capture(model, inputs, target, partition_fn, record_inplace,
-                              user_loss=loss_fn)
+                              user_loss=loss_fn, autocast=autocast, hold_outputs=hold_outputs)
     PROGRESS("converting")
     graph, stats = convert(graphs, primals, name, style, target_device,
-                           measure_workspace=workspace == "measure", measure_times=times)
+                           measure_workspace=workspace == "measure", measure_times=times,
+                           outputs_held=hold_outputs)
+    stats["input_grads_dropped_ops"] = drop_gradients(graph, graphs.get("unfrozen", []))
+    regions = stats.pop("checkpoint_regions")
+    stats["checkpoint_regions"] = len(set(regions.values()))
+    stats["recomputed_ops"] = inline_recompute(graph, regions)
     if workspace == "rules":
         stats["workspace_ops"] = workspace_rules.apply_rules(graph, target_device)
     stats["workspace"] = workspace
@@ -63,12 +97,14 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
 
 def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence[int]] = None,
                     seq: Optional[int] = None, name: str = "model",
+                    input_dtype: Optional[str] = None,
                     **kw: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """export() with the sizes as symbols: `batch` always, `seq` when the
     model's example_input takes one (default: the model's own length). The
     step is exported at 2^N + 1 sizes around (batch, seq) and every number
     that changes is solved as a multilinear expression (memplan.symbolic), so
     `memplan analyze --set batch=64` resizes the graph without tracing again.
+    input_dtype: float inputs cast to it (a bfloat16 model's inputs).
     Returns (graph, stats); raises symbolic.SymbolicError when some size
     cannot be expressed."""
     # Batch 1 takes other code paths in some models (transformers' position
@@ -93,7 +129,8 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
         count[0] += 1
         PROGRESS.prefix = (f"export {count[0]}/{total} ("
                            + ", ".join(f"{k}={v}" for k, v in sizes.items()) + "): ")
-        inputs = example_inputs(model, sizes["batch"], input_shape, seq=sizes.get("seq"))
+        inputs = cast_inputs(example_inputs(model, sizes["batch"], input_shape,
+                                            seq=sizes.get("seq")), input_dtype)
         target = make_target(model, inputs)
         g, st = export(model, inputs, target, name=name, with_stats=True, **kw)
         if list(point) == base:

@@ -9,7 +9,7 @@ import torch.nn as nn
 
 from ._apply import apply_plan
 from ._common import SEED
-from ._spec import make_target, step_loss
+from ._spec import forward_and_loss, make_target, step_loss
 
 
 def _tensor_bytes(ts):
@@ -65,7 +65,8 @@ def _peak_stack(prof):
 
 
 def step_seconds(model: nn.Module, inputs: Sequence[torch.Tensor], target: Optional[torch.Tensor],
-                 repeats: int = 3, loss_fn: Optional[Callable[..., torch.Tensor]] = None) -> float:
+                 repeats: int = 3, loss_fn: Optional[Callable[..., torch.Tensor]] = None,
+                 autocast: Optional[str] = None) -> float:
     """Median wall time of `repeats` eager training steps (grads None,
     forward, loss, backward) after one warm-up step, one intra-op thread."""
     torch.set_num_threads(1)
@@ -73,18 +74,20 @@ def step_seconds(model: nn.Module, inputs: Sequence[torch.Tensor], target: Optio
     for _ in range(repeats + 1):
         model.zero_grad(set_to_none=True)
         t = time.perf_counter()
-        step_loss(model, inputs, target, loss_fn).backward()
+        step_loss(model, inputs, target, loss_fn, autocast).backward()
         times.append(time.perf_counter() - t)
     return statistics.median(times[1:])
 
 
 def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor] = None,
             plan: Union[None, str, Dict[str, Any]] = None, threads: int = 1,
-            loss_fn: Optional[Callable[..., torch.Tensor]] = None) -> Dict[str, Any]:
+            loss_fn: Optional[Callable[..., torch.Tensor]] = None,
+            autocast: Optional[str] = None, hold_outputs: bool = True) -> Dict[str, Any]:
     """Peak memory of one eager CPU training step (forward, loss, backward,
     .grad None before), after one unmeasured warm-up step. With `plan`, the
-    plan's modules are checkpointed first (on the model itself). loss_fn as
-    in export(). Returns a
+    plan's modules are checkpointed first (on the model itself). loss_fn,
+    autocast and hold_outputs as in export(): with hold_outputs the step
+    keeps the model's output until its backward has run. Returns a
     dict: peak_bytes = resident_bytes (parameters, buffers, inputs) + peak
     above the start of the step."""
     from torch.profiler import ProfilerActivity, profile
@@ -98,9 +101,12 @@ def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor
     try:
         def step():
             model.zero_grad(set_to_none=True)
-            loss = step_loss(model, inputs, target, loss_fn)
+            out, loss = forward_and_loss(model, inputs, target, loss_fn, autocast)
+            if not hold_outputs:
+                del out
+                out = None
             loss.backward()
-            return loss
+            return loss, out
 
         torch.manual_seed(SEED + 3)
         step()  # warm-up: lazy initialisation, caches
@@ -110,8 +116,8 @@ def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor
                                  + list(inputs) + ([] if target is None else [target]))
         torch.manual_seed(SEED + 3)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            loss = step()
-            del loss
+            held = step()  # (loss, output)
+            del held
     finally:
         torch.set_num_threads(prev_threads)
     peak, end, n_events = _peak_from_kineto(prof)
@@ -125,6 +131,8 @@ def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor
         "end_above_start": end,
         "param_grad_bytes": grads,
         "checkpointed_modules": wrapped,
+        "outputs_held": hold_outputs,
+        "autocast": autocast,
         "peak_op_stack": stack,
         "memory_events": n_events,
         "event_tree_peak_above_start": tree_peak,

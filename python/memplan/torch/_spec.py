@@ -4,13 +4,13 @@ import copy
 import importlib
 import inspect
 from types import ModuleType
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ._common import SEED
+from ._common import SEED, ExportError, data_dependent, data_dependent_message, module_stack
 
 
 def load_model(spec: str, device: Optional[str] = None) -> nn.Module:
@@ -89,8 +89,13 @@ def make_target(model: nn.Module, inputs: Sequence[torch.Tensor]) -> torch.Tenso
         return inputs[0].clone()
     probe = copy.deepcopy(model).eval()
     on = torch.device("meta") if inputs[0].is_meta else contextlib.nullcontext()
-    with torch.no_grad(), on:
-        out = probe(*[x[:1] for x in inputs])
+    with torch.no_grad(), on, module_stack(probe) as stack:
+        try:
+            out = probe(*[x[:1] for x in inputs])
+        except Exception as e:  # noqa: BLE001 - only data-dependent ops on meta are translated
+            if inputs[0].is_meta and data_dependent(e):
+                raise ExportError(data_dependent_message(e, stack)) from None
+            raise
     shape = (inputs[0].shape[0],) + tuple(out.shape[1:-1])
     torch.manual_seed(SEED + 2)
     return torch.randint(0, out.shape[-1], shape, device=inputs[0].device)
@@ -100,32 +105,76 @@ def loss_fn(out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
 
 
-def step_loss(model: nn.Module, inputs: Sequence[torch.Tensor], target: Optional[torch.Tensor],
-              user_loss: Optional[Callable[..., torch.Tensor]] = None) -> torch.Tensor:
-    """The step's loss. With `user_loss`: user_loss(output, target), or
-    user_loss(output) when target is None. Else the model's own when it
-    computes one (hf: models take the labels and return their LM loss), else
-    cross-entropy of its output against target."""
-    if user_loss is not None:
+def _loss_of(out: Any) -> torch.Tensor:
+    """The loss a loss-returning model gives: a tensor, or an output with .loss
+    (transformers' ModelOutput)."""
+    return out if isinstance(out, torch.Tensor) else out["loss"]
+
+
+def autocast_context(autocast: Optional[str], inputs: Sequence[Any]):
+    """torch.autocast(dtype=autocast) on the inputs' device type (meta and CPU
+    tensors: the CPU's autocast), or nothing when autocast is None."""
+    if autocast is None:
+        return contextlib.nullcontext()
+    from ._prepare import dtype_of
+    dt = dtype_of(autocast, "autocast")
+    first = next((x for x in inputs if isinstance(x, torch.Tensor)), None)
+    device = "cuda" if first is not None and first.is_cuda else "cpu"
+    return torch.autocast(device_type=device, dtype=dt)
+
+
+def forward_and_loss(model: nn.Module, inputs: Sequence[torch.Tensor],
+                     target: Optional[torch.Tensor],
+                     user_loss: Optional[Callable[..., torch.Tensor]] = None,
+                     autocast: Optional[str] = None) -> Tuple[Any, torch.Tensor]:
+    """The step's forward: (the model's output, the loss). With `user_loss`:
+    user_loss(output, target), or user_loss(output) when target is None. Else
+    the model's own loss when it computes one (hf: models take the labels and
+    return their output with its LM loss), else cross-entropy of its output
+    against target. Under torch.autocast(autocast) when given, the loss too
+    (as `with torch.autocast(...): loss = ...` in a training loop)."""
+    with autocast_context(autocast, inputs):
+        if user_loss is not None:
+            out = model(*inputs)
+            return out, (user_loss(out) if target is None else user_loss(out, target))
+        if getattr(model, "memplan_returns_loss", False):
+            out = model(*inputs, target)
+            return out, _loss_of(out)
         out = model(*inputs)
-        return user_loss(out) if target is None else user_loss(out, target)
-    if getattr(model, "memplan_returns_loss", False):
-        return model(*inputs, target)
-    return loss_fn(model(*inputs), target)
+        return out, loss_fn(out, target)
+
+
+def step_loss(model: nn.Module, inputs: Sequence[torch.Tensor], target: Optional[torch.Tensor],
+              user_loss: Optional[Callable[..., torch.Tensor]] = None,
+              autocast: Optional[str] = None) -> torch.Tensor:
+    """The step's loss, its output dropped (forward_and_loss)."""
+    return forward_and_loss(model, inputs, target, user_loss, autocast)[1]
 
 
 class WithLoss(nn.Module):
     """model + loss as one module, so the loss is inside the traced graph.
-    forward(*inputs, target) or, with has_target False, forward(*inputs)."""
+    forward(*inputs, target) or, with has_target False, forward(*inputs).
+    on_output(output) is called with the model's output (the exporter marks
+    what a loop that holds it keeps alive), on_loss(loss) with the loss."""
 
-    def __init__(self, model, user_loss=None, has_target=True):
+    def __init__(self, model, user_loss=None, has_target=True, autocast=None, on_output=None,
+                 on_loss=None):
         super().__init__()
+        self.on_loss = on_loss
         self.model = model
         self.user_loss = user_loss
         self.has_target = has_target
+        self.autocast = autocast
+        self.on_output = on_output
 
     def forward(self, *args):
-        if not self.has_target:
-            return step_loss(self.model, args, None, self.user_loss)
-        *inputs, target = args
-        return step_loss(self.model, inputs, target, self.user_loss)
+        if self.has_target:
+            *inputs, target = args
+        else:
+            inputs, target = args, None
+        out, loss = forward_and_loss(self.model, inputs, target, self.user_loss, self.autocast)
+        if self.on_output is not None:
+            self.on_output(out)
+        if self.on_loss is not None:
+            self.on_loss(loss)
+        return loss

@@ -195,6 +195,32 @@ class ActCNN(nn.Module):
         return torch.randn(batch, 3, 64, 64)
 
 
+class Gate(nn.Module):
+    """Applies ReLU only when some value is positive: a branch on data."""
+
+    def forward(self, h):
+        return h.relu() if bool((h > 0).any()) else h
+
+
+class DataDependent(nn.Module):
+    """A model whose forward branches on a tensor's value (the exporter reads
+    it from the real tensors on the CPU; on meta it cannot)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.gate, self.fc2 = nn.Linear(32, 64), Gate(), nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.fc2(self.gate(self.fc1(x)))
+
+    def example_input(self, batch):
+        return torch.randn(batch, 32)
+
+
+def data_dependent():
+    return DataDependent()
+
+
 def act_cnn():
     return ActCNN()
 
