@@ -249,6 +249,29 @@ def _unpatch(saved):
         setattr(obj, name, value)
 
 
+def held_tensors(x, depth=0, seen=None):
+    """The tensors an output object keeps alive: in tensors, lists, tuples
+    and dicts (transformers' ModelOutput), and in the attributes of other
+    plain objects (a transformers KV cache in `past_key_values`), modules
+    excepted, four levels deep."""
+    seen = set() if seen is None else seen
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if id(x) in seen or depth > 4 or x is None or isinstance(x, (str, bytes, int, float, bool,
+                                                                 torch.nn.Module)):
+        return []
+    seen.add(id(x))
+    if isinstance(x, dict):
+        items = list(x.values())
+    elif isinstance(x, (list, tuple)):
+        items = list(x)
+    elif hasattr(x, "__dict__"):
+        items = list(vars(x).values())
+    else:
+        return []
+    return [t for e in items for t in held_tensors(e, depth + 1, seen)]
+
+
 def _flat_tensors(x):
     if isinstance(x, torch.Tensor):
         return [x]
@@ -278,7 +301,7 @@ def mark_held(output):
     if mode is None:
         return
     from torch.fx.experimental.proxy_tensor import get_proxy_slot
-    for t in _flat_tensors(output):
+    for t in held_tensors(output):
         inner = t
         if FunctionalTensor is not None and isinstance(t, FunctionalTensor):
             torch._sync(t)
