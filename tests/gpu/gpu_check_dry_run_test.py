@@ -186,8 +186,7 @@ def main():
         short_deadline(c, a, tmp)
         if not a.skip_fallback:
             fallback_build(c, a, tmp)
-    print(f"{c.passed} passed, {len(c.failed)} failed")
-    return 1 if c.failed else 0
+    return c.summary()
 
 
 if __name__ == "__main__":

@@ -204,8 +204,7 @@ def main():
                       p.stderr and "truncated or corrupt" in p.stderr, p.stderr[-300:])
         except Exception as ex:  # noqa: BLE001
             check("CLI cases: ran", False, f"{type(ex).__name__}: {ex}")
-    print(f"{check.passed} passed, {len(check.failed)} failed")
-    return 0 if not check.failed else 1
+    return check.summary()
 
 
 if __name__ == "__main__":

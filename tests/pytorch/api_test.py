@@ -171,8 +171,7 @@ def main():
     loss_checks(check)
     plan_checks(check)
     error_checks(check)
-    print(f"{check.passed} passed, {len(check.failed)} failed")
-    return 0 if not check.failed else 1
+    return check.summary()
 
 
 if __name__ == "__main__":

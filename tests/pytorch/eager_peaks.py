@@ -35,8 +35,7 @@ def main():
             print(f'Case{{"{file}", {peak}}}')
         check(f"{file}: simulator_test.cc holds the measured eager peak ({spec}, batch {batch})",
               written.get(file) == str(peak), f"written {written.get(file)}, measured {peak}")
-    print(f"{check.passed} passed, {len(check.failed)} failed")
-    return 0 if not check.failed else 1
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -441,8 +441,7 @@ def main():
             except mt.PlanError as e:
                 check("a sac plan on torch 1.13 is an error",
                       str(e).startswith("a sac plan needs torch 2.x"), str(e))
-    print(f"{check.passed} passed, {len(check.failed)} failed")
-    return 0 if not check.failed else 1
+    return check.summary()
 
 
 if __name__ == "__main__":

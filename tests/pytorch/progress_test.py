@@ -36,8 +36,7 @@ def main():
         p = subprocess.run(cmd, capture_output=True, text=True)
         check("piped: no progress", p.returncode == 0 and "memplan export:"
               not in p.stderr and "\033[K" not in p.stderr, repr(p.stderr[-300:]))
-    print(f"{check.passed} passed, {len(check.failed)} failed")
-    return 0 if not check.failed else 1
+    return check.summary()
 
 
 if __name__ == "__main__":

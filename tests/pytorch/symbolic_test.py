@@ -81,8 +81,7 @@ def main():
     check("format_poly", symbolic.format_poly({(0,): 1}, ["batch"]) == "batch"
           and symbolic.format_poly({(0, 1): 2, (): -3}, ["b", "s"]) == "2*b*s-3"
           and symbolic.format_poly({(): 5}, ["b"]) == 5)
-    print(f"{checks.passed} passed, {len(checks.failed)} failed")
-    return 0 if not checks.failed else 1
+    return checks.summary()
 
 
 if __name__ == "__main__":

@@ -90,8 +90,7 @@ def main():
         library_checks(check, venv)
         export_checks(check, memplan, tmp)
         script_checks(check, py, tmp)
-    print(f"{check.passed} passed, {len(check.failed)} failed")
-    return 0 if not check.failed else 1
+    return check.summary()
 
 
 def bare_checks(check, python, wheel, tmp):

@@ -98,7 +98,7 @@ def _release(version: str) -> tuple:
     return tuple(parts)
 
 
-def outside_tested(name: str, version: str, tested: tuple) -> bool:
+def outside_tested(version: str, tested: tuple) -> bool:
     """True when `version` lies outside the tested range's major.minor."""
     lo, hi = _release(tested[0])[:2], _release(tested[-1])[:2]
     return not lo <= _release(version)[:2] <= hi
@@ -106,7 +106,7 @@ def outside_tested(name: str, version: str, tested: tuple) -> bool:
 
 def warn_untested(name: str, version: str, tested: tuple) -> None:
     """One warning per package and version outside the tested range."""
-    if (name, version) in _warned or not outside_tested(name, version, tested):
+    if (name, version) in _warned or not outside_tested(version, tested):
         return
     _warned.add((name, version))
     import warnings

@@ -438,11 +438,12 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
 
     emit(fw_gm, "forward")
     held = []
-    for node in fw_gm.graph.nodes:
-        if node.meta.get(HELD_KEY) and node in tid and outputs_held:
-            t = root(tid[node])
-            if t not in held and t not in user_ids:
-                held.append(t)
+    if outputs_held:
+        for node in fw_gm.graph.nodes:
+            if node.meta.get(HELD_KEY) and node in tid:
+                t = root(tid[node])
+                if t not in held and t not in user_ids:
+                    held.append(t)
     stats["held_outputs"] = held
     stats["checkpoint_regions"] = regions
     if style == "joint":
