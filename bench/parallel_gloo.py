@@ -4,7 +4,8 @@
 --parallel ...` (issue 17).
 
 For each model (the exporter's GPT `models:gpt_small`, torchvision resnet18 at
-3x64x64) and each strategy -- DDP (gradient_as_bucket_view False / True),
+3x64x64; issue 31's Mistral-style causal LM with an untied embedding and
+lm_head, DDP and FSDP only) and each strategy -- DDP (gradient_as_bucket_view False / True),
 ZeRO-1 (ZeroRedundancyOptimizer over Adam, DDP for the gradients), FSDP2
 (fully_shard per block then the root; reshard_after_forward True / False;
 bf16 MixedPrecisionPolicy), FSDP1 (FULL_SHARD, SHARD_GRAD_OP) at world sizes
@@ -48,11 +49,22 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 # per-rank batch, the block class wrapped by FSDP, the scope depth of one
 # block (memplan --fsdp-depth: "h.0", "layer1.0"), the module where the
 # pipeline's second stage begins (memplan --pp-split; _pipeline_stage).
+# "strategies": the only ones run (default: all). Every step measured here
+# drops the model's output before the backward, and is exported so
+# (hold_outputs=False).
 MODELS = {
     "gpt_small": {"spec": "models:gpt_small", "input_shape": None, "batch": 4,
                   "block": "GPTBlock", "fsdp_depth": 2, "pp_split": "h.2"},
     "resnet18": {"spec": "torchvision:resnet18", "input_shape": [3, 64, 64], "batch": 4,
                  "block": "BasicBlock", "fsdp_depth": 2, "pp_split": "layer3"},
+    # Issue 31's held-out check: a Mistral-style causal LM (GQA, untied
+    # embedding and lm_head, 4 MiB each), the model's own loss.
+    "mistral_untied": {"spec": "hf:mistral:hidden_size=128,intermediate_size=344,"
+                               "num_hidden_layers=2,num_attention_heads=4,"
+                               "num_key_value_heads=2,vocab_size=8192,seq=128",
+                       "input_shape": None, "batch": 4, "block": "MistralDecoderLayer",
+                       "fsdp_depth": 4, "pp_split": None,
+                       "strategies": ["ddp", "fsdp2", "fsdp1"]},
 }
 PP_STAGES, PP_MICROBATCHES, PP_BATCH = 2, 4, 8  # pipeline: global batch 8, micro-batches of 2
 WARMUP_STEPS = 2  # DDP and ZeRO-1 (DDP rebuilds its buckets in its 2nd iteration); others 1
@@ -219,6 +231,7 @@ def _setup(cfg, rank, world):
     """Model, optimizer, inputs and a step() for one rank."""
     import torch
     import memplan.torch as mt
+    from memplan.torch._spec import forward_and_loss
     m = MODELS[cfg["model"]]
     strategy, opts = cfg["strategy"], cfg["options"]
     model = mt.load_model(m["spec"])
@@ -284,7 +297,10 @@ def _setup(cfg, rank, world):
                 schedule.step(target=target, losses=losses)
                 del losses
         else:
-            loss = mt.loss_fn(run(*inputs), target)
+            # The exporter's step (hf: models compute their own loss); the
+            # output dropped before the backward.
+            out, loss = forward_and_loss(run, inputs, target)
+            del out
             loss.backward()
             del loss
         if opt is not None:
@@ -638,7 +654,8 @@ def _memplan_measure_child(_, cfg, path):
     shape = tuple(m["input_shape"]) if m["input_shape"] else None
     inputs = mt.example_inputs(model, cfg["batch"], shape)
     with open(path, "w") as f:
-        json.dump(mt.measure(model, inputs, mt.make_target(model, inputs)), f)
+        json.dump(mt.measure(model, inputs, mt.make_target(model, inputs), hold_outputs=False),
+                  f)
 
 
 def single_memplan_measure(cfg):
@@ -676,7 +693,8 @@ def do_export(name, work):
     shape = tuple(m["input_shape"]) if m["input_shape"] else None
     # Op workspaces measured (the exporter runs each op once and records its
     # scratch, e.g. the CPU convolution backward's); the step is not measured.
-    g, st = mt.export_symbolic(model, m["batch"], shape, name=name, workspace="measure")
+    g, st = mt.export_symbolic(model, m["batch"], shape, name=name, workspace="measure",
+                               hold_outputs=False)
     os.makedirs(work, exist_ok=True)
     with open(os.path.join(work, f"{name}.graph.json"), "w") as f:
         f.write(mt.dumps(g))
@@ -739,7 +757,8 @@ def predict(row, binary, graph):
             rj = json.load(open(rep.name))
         pr = {"rank": r["rank"], "peak_bytes": rj["peak_bytes"],
               "resident_bytes": rj.get("resident_bytes"), "peak_phase": rj.get("peak_phase"),
-              "peak_op": rj.get("peak_op"), "parallel": rj.get("parallel")}
+              "peak_op": rj.get("peak_op"),
+              "parallel": (rj.get("graph") or {}).get("parallel")}
         if r.get("peak_bytes"):
             pr["error"] = (rj["peak_bytes"] - r["peak_bytes"]) / r["peak_bytes"]
         preds.append(pr)
@@ -1024,16 +1043,19 @@ def build_rows(quick, models=None, strategies=None):
         if not quick or name == "gpt_small":  # the method against memplan.torch.measure
             rows.append({"model": name, "strategy": "single", "options": {"optimizer": False},
                          "world_size": 1, "batch": m["batch"], "no_optimizer_check": True})
-        rows.append({"model": name, "strategy": "single", "options": {}, "world_size": 1,
-                     "batch": PP_BATCH})
+        only = m.get("strategies")
+        if not only or "pipeline" in only:
+            rows.append({"model": name, "strategy": "single", "options": {}, "world_size": 1,
+                         "batch": PP_BATCH})
         for s, o in STRATEGIES:
-            if (strategies and s not in strategies) or (quick and (s, o) not in QUICK):
+            if (strategies and s not in strategies) or (quick and (s, o) not in QUICK) \
+                    or (only and s not in only):
                 continue
             if s == "pipeline":
                 rows.append({"model": name, "strategy": s, "options": o,
                              "world_size": PP_STAGES, "batch": PP_BATCH})
                 continue
-            for n in (2,) if quick or (s, o) not in WORLD4 else (2, 4):
+            for n in (2,) if quick or only or (s, o) not in WORLD4 else (2, 4):
                 rows.append({"model": name, "strategy": s, "options": o, "world_size": n,
                              "batch": m["batch"]})
     return rows

@@ -127,8 +127,10 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
   Graph g = Rank({.strategy = Strategy::kFsdp, .world_size = 2, .shard_depth = 1}, &stats);
   CHECK(stats.units == std::vector<std::string>{"l0", "l1", "l2"});
   CHECK(stats.parameter_bytes == 3 * U / 2);
-  // l0's parameter is not read by the backward: no second gather. l1's is
-  // gathered one module ahead (before l2's first backward op).
+  // Each module is gathered again one module ahead, at the previous one's
+  // pre-backward (l2's and l1's before l2's first backward op, l0's before
+  // l1's), l0 too though its backward never reads w0. Each post-backward
+  // frees the unsharded parameters, then reduce-scatters.
   CHECK(OpIds(g) == std::vector<std::string>{"fsdp.l0.all_gather",
                                              "fsdp.l0.all_gather_copy_out",
                                              "f0",
@@ -147,11 +149,15 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
                                              "fsdp.l1.all_gather.bw",
                                              "fsdp.l2.all_gather.bw",
                                              "f2.bw",
+                                             "fsdp.l2.reshard",
                                              "fsdp.l2.reduce_scatter",
+                                             "fsdp.l0.all_gather.bw",
                                              "f1.bw",
+                                             "fsdp.l1.reshard",
                                              "fsdp.l1.reduce_scatter_wait_previous",
                                              "fsdp.l1.reduce_scatter",
                                              "f0.bw",
+                                             "fsdp.l0.reshard",
                                              "fsdp.l0.reduce_scatter_wait_previous",
                                              "fsdp.l0.reduce_scatter",
                                              "fsdp.root.post_backward"});
@@ -162,12 +168,15 @@ TEST_CASE("parallel: fsdp gathers each module's shards before its forward and ba
   CHECK(testing::TensorNamed(g, "fsdp.l2.reduce_scatter_input").bytes == U);
   CHECK(testing::Names(g, g.ops[g.FindOp("fsdp.root.post_backward")].inputs) ==
         std::vector<std::string>{"fsdp.l0.reduce_scatter_input"});
+  CHECK(testing::Names(g, g.ops[g.FindOp("fsdp.l0.reshard")].inputs) ==
+        std::vector<std::string>{"w0.unsharded.bw"});
   SimResult r = Run(g);
-  // At f2.bw: x (U) + 3 shards (1.5U) + a, y, z.grad, w1 and w2 gathered
-  // again, y.grad, w2.grad (7U) + loss.
-  CHECK(r.peak_bytes == 2 * U + U / 2 + 7 * U + 4);
+  // At f1.bw: x (U) + 3 shards (1.5U) + a, y.grad, a.grad, w1.grad, w0 and w1
+  // gathered again, l2's reduce-scatter input (7U) + w2's sharded gradient
+  // (U/2) + loss. (At f2.bw: 2.5U + 7U + loss.)
+  CHECK(r.peak_bytes == 10 * U + 4);
   CHECK(g.ops[BuildBaselineProgram(g, AccumulationMode::kInplace).steps[r.peak_step].op].id ==
-        "f2.bw");
+        "f1.bw");
   // At the end: x, the shards, the sharded gradients (1.5U), loss.
   CHECK(r.end_bytes == U + 3 * U / 2 + 3 * U / 2 + 4);
 }
@@ -238,7 +247,9 @@ TEST_CASE("parallel: fsdp's default units are the first numbered modules") {
   RankStats stats;
   std::string err;
   REQUIRE(MakeRankStep({.strategy = Strategy::kFsdp, .world_size = 2}, &g, &stats, &err));
-  CHECK(stats.units == std::vector<std::string>{"net.h.0", "net.h.1", "net.head"});
+  // net.head (2 components) is no module at depth 3: the root's, as
+  // fully_shard on the blocks and then the model leaves it.
+  CHECK(stats.units == std::vector<std::string>{"net.h.0", "net.h.1", ""});
   // No numbered module: the shallowest depth whose modules each hold at most
   // half of the parameter bytes (l0, l1, l2 at depth 1: a third each).
   Graph three = testing::MustLower(kThree);
@@ -246,18 +257,54 @@ TEST_CASE("parallel: fsdp's default units are the first numbered modules") {
   CHECK(stats.units == std::vector<std::string>{"l0", "l1", "l2"});
 }
 
+TEST_CASE("parallel: fsdp's root holds an embedding and the model's own loss to the end") {
+  // Issue 31. A Hugging Face causal LM as exported: net.embed (w0, which no
+  // backward op reads), the blocks net.h.0 and net.h.1, and the model's own
+  // loss inside the model (scope "net"). fully_shard on the blocks, then on
+  // the model: the embedding is the root's, gathered when the model's forward
+  // starts, not resharded (FSDP2's default for the root), and held to the
+  // root's post-backward after its last gradient; the root's pre-backward
+  // runs when the loss's gradient is made, before the loss's backward, and
+  // prefetches the last block there.
+  std::string text = kThree;
+  for (auto [from, to] : {std::pair{"\"scope\": \"l0\"", "\"scope\": \"net.embed\""},
+                          std::pair{"\"scope\": \"l1\"", "\"scope\": \"net.h.0.fc\""},
+                          std::pair{"\"scope\": \"l2\"", "\"scope\": \"net.h.1.fc\""},
+                          std::pair{"\"scope\": \"loss\"", "\"scope\": \"net\""}})
+    text.replace(text.find(from), std::string(from).size(), to);
+  Graph g = testing::MustLower(text);
+  RankStats stats;
+  std::string err;
+  REQUIRE(MakeRankStep({.strategy = Strategy::kFsdp, .world_size = 2}, &g, &stats, &err));
+  CHECK(stats.units == std::vector<std::string>{"", "net.h.0", "net.h.1"});
+  CHECK(g.FindOp("fsdp.root.all_gather") == 0);
+  CHECK(g.FindOp("fsdp.root.all_gather.bw") < 0);
+  // (the lowered seed of the loss's gradient is the model's here)
+  CHECK(g.FindOp("fsdp.net.h.1.all_gather.bw") == g.FindOp("loss.grad.seed") - 1);
+  CHECK(g.FindOp("fsdp.net.h.0.all_gather.bw") == g.FindOp("f2.bw") - 1);
+  CHECK(testing::Names(g, g.ops[g.FindOp("fsdp.root.reshard")].inputs) ==
+        std::vector<std::string>{"w0.unsharded"});
+  CHECK(g.FindOp("fsdp.root.reshard") == g.FindOp("f0.bw") + 1);
+  SimResult r = Run(g);
+  // At f2.bw: x (U) + 3 shards (1.5U) + w0 gathered since the forward, a, y,
+  // z.grad, w2 and w1 gathered again, y.grad, w2.grad (8U) + loss.
+  CHECK(r.peak_bytes == 10 * U + U / 2 + 4);
+  CHECK(g.ops[BuildBaselineProgram(g, AccumulationMode::kInplace).steps[r.peak_step].op].id ==
+        "f2.bw");
+}
+
 TEST_CASE("parallel: fsdp with a bfloat16 param_dtype halves what the step makes") {
   // Every floating tensor the step makes is bfloat16, the unsharded copies
-  // too; x and the float32 shards stay. At f2.bw: x (U) + 3 shards (1.5U) +
-  // a, y, z.grad, w1 and w2 gathered again, y.grad, w2.grad (7 x U/2) + the
-  // 2-byte loss: 6U + 2.
+  // too; x and the float32 shards stay. At f1.bw: x (U) + 3 shards (1.5U) +
+  // a, y.grad, a.grad, w1.grad, w0 and w1 gathered again, l2's reduce-scatter
+  // input (7 x U/2) + w2's float32 sharded gradient (U/2) + the 2-byte loss.
   RankStats stats;
   ParallelOptions o{.strategy = Strategy::kFsdp, .world_size = 2, .shard_depth = 1};
   o.param_dtype = DType::kBFloat16;
   Graph g = Rank(o, &stats);
   CHECK(stats.param_dtype == "bfloat16");
   SimResult r = Run(g);
-  CHECK(r.peak_bytes == 6 * U + 2);
+  CHECK(r.peak_bytes == 6 * U + U / 2 + 2);
   CHECK(testing::TensorNamed(g, "w1.unsharded").bytes == U / 2);
   // The gather again: its flat buffer (2 ranks x 128 rows x 2 bytes) and the
   // shard cast to bfloat16 (128 x 2 bytes).
@@ -284,10 +331,12 @@ TEST_CASE("parallel: fsdp without resharding keeps the gathered parameters to th
                  &stats);
   CHECK(g.FindOp("fsdp.l1.all_gather.bw") < 0);
   SimResult r = Run(g);
-  // At f2.bw: the same bytes, w1 and w2 alive since their forward gathers.
-  CHECK(r.peak_bytes == 2 * U + U / 2 + 7 * U + 4);
+  // At f2.bw: x (U) + 3 shards (1.5U) + a, y, z.grad, y.grad, w2.grad and
+  // w0, w1, w2 alive since their forward gathers (each module holds its
+  // parameters to its post-backward, w0 too though no backward op reads it).
+  CHECK(r.peak_bytes == 2 * U + U / 2 + 8 * U + 4);
   // Resharding lowers the forward: at l (the loss), x, shards, a, y, z
-  // (+ w1, w2 unsharded without resharding) + loss.
+  // (+ w0, w1, w2 unsharded without resharding) + loss.
   RankStats resharded_stats;
   Graph resharded =
       Rank({.strategy = Strategy::kFsdp, .world_size = 2, .shard_depth = 1}, &resharded_stats);
@@ -303,7 +352,7 @@ TEST_CASE("parallel: fsdp without resharding keeps the gathered parameters to th
     return int64_t{-1};
   };
   CHECK(live_at(resharded, "l") == U + 3 * U / 2 + 3 * U + 4);
-  CHECK(live_at(g, "l") == U + 3 * U / 2 + 5 * U + 4);
+  CHECK(live_at(g, "l") == U + 3 * U / 2 + 6 * U + 4);
 }
 
 // A parameter read through a view (as linear reads weight.t()): the forward

@@ -218,12 +218,18 @@ struct Unit {
   std::vector<int> params;  // in tensor order
   int first_forward = -1;   // op index
   int first_backward = -1;  // op index of the first backward op reading a parameter
+  int pre_backward = -1;    // op index where its pre-backward hook runs (see Fsdp)
 };
 
 // The unit (module) a scope belongs to: the longest listed module that is a
-// component-wise prefix of it, or ScopePrefix at `depth`.
+// component-wise prefix of it, or ScopePrefix at `depth`; a scope of fewer
+// components (an embedding, a final norm or head beside the blocks) is no
+// module at that depth: the root's ("").
 std::string UnitOf(const std::string& scope, const ParallelOptions& options) {
-  if (options.shard_modules.empty()) return ScopePrefix(scope, options.shard_depth);
+  if (options.shard_modules.empty()) {
+    const int64_t components = scope.empty() ? 0 : 1 + std::count(scope.begin(), scope.end(), '.');
+    return components < options.shard_depth ? "" : ScopePrefix(scope, options.shard_depth);
+  }
   std::string best;
   for (const std::string& m : options.shard_modules)
     if (InScope(scope, m) && m.size() > best.size()) best = m;
@@ -256,7 +262,8 @@ std::vector<std::string> ParameterUnits(const Graph& g, const ParallelOptions& o
 // shallowest depth at which a module holding parameters is a numbered child
 // ("h.0" in a GPT, "lm.model.layers.0" in a wrapped Hugging Face Llama,
 // "layer4.0" in a ResNet); without one, the shallowest depth at which no
-// module holds more than half of the parameter bytes; else 2.
+// unit, the root included, holds more than half of the parameter bytes; else
+// 2.
 int AutoShardDepth(const Graph& g) {
   int64_t total = 0;
   for (const Tensor& t : g.tensors)
@@ -274,11 +281,10 @@ int AutoShardDepth(const Graph& g) {
     const std::vector<std::string> unit_of = ParameterUnits(g, o);
     std::map<std::string, int64_t> bytes;
     for (size_t t = 0; t < g.tensors.size(); ++t)
-      if (g.tensors[t].kind == TensorKind::kParameter && !unit_of[t].empty())
-        bytes[unit_of[t]] += g.tensors[t].bytes;
+      if (g.tensors[t].kind == TensorKind::kParameter) bytes[unit_of[t]] += g.tensors[t].bytes;
     int64_t largest = 0;
     for (const auto& [unit, b] : bytes) {
-      if (numbered(unit)) return depth;
+      if (!unit.empty() && numbered(unit)) return depth;
       largest = std::max(largest, b);
     }
     if (half < 0 && 2 * largest <= total) half = depth;
@@ -320,7 +326,7 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   for (size_t p = 0; p < n_tensors; ++p) {
     if (g->tensors[p].kind != TensorKind::kParameter) continue;
     auto [it, added] = unit_index.emplace(unit_of[p], static_cast<int>(units.size()));
-    if (added) units.push_back(Unit{unit_of[p], {}, -1, -1});
+    if (added) units.push_back(Unit{unit_of[p], {}, -1, -1, -1});
     units[it->second].params.push_back(static_cast<int>(p));
   }
   std::vector<int> unit_of_param(n_tensors, -1);
@@ -336,20 +342,39 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       if (first < 0) first = static_cast<int>(o);
     }
   }
+  // A unit's pre-backward hook runs once the gradient of its module's output
+  // is made: before the first backward op scoped in the module (the root's
+  // module is the model: every op but the loss's), at the latest at its first
+  // backward use of a parameter. There it gathers its parameters (when
+  // resharded) and prefetches the next unit's.
+  for (size_t o = 0; o < g->ops.size(); ++o) {
+    const Op& op = g->ops[o];
+    if (op.phase != Phase::kBackward) continue;
+    for (Unit& unit : units) {
+      const bool in = unit.name.empty() ? !InScope(op.scope, "loss") : InScope(op.scope, unit.name);
+      if (unit.pre_backward < 0 && in) unit.pre_backward = static_cast<int>(o);
+    }
+  }
+  for (Unit& unit : units)
+    if (unit.first_backward >= 0 &&
+        (unit.pre_backward < 0 || unit.pre_backward > unit.first_backward))
+      unit.pre_backward = unit.first_backward;
   const std::vector<int> grad = g->FinalParameterGradients();
   std::vector<std::vector<Op>> before(g->ops.size()), after(g->ops.size());
   std::vector<int> unsharded(n_tensors, -1), unsharded_bw(n_tensors, -1),
       sharded_grad(n_tensors, -1);
   std::vector<double> shard_fraction(n_tensors, 1.0);
-  // Units in the order their backward starts, for the prefetch.
+  // Units in the order their backward starts, for the prefetch: each unit's
+  // parameters are gathered at the previous unit's pre-backward (the first
+  // unit's at its own).
   std::vector<int> by_backward;
   for (size_t u = 0; u < units.size(); ++u)
-    if (units[u].first_backward >= 0) by_backward.push_back(static_cast<int>(u));
+    if (units[u].pre_backward >= 0) by_backward.push_back(static_cast<int>(u));
   std::sort(by_backward.begin(), by_backward.end(),
-            [&](int a, int b) { return units[a].first_backward < units[b].first_backward; });
+            [&](int a, int b) { return units[a].pre_backward < units[b].pre_backward; });
   std::vector<int> gather_bw_at(units.size(), -1);  // op index the backward gather goes before
   for (size_t k = 0; k < by_backward.size(); ++k)
-    gather_bw_at[by_backward[k]] = units[by_backward[k == 0 ? 0 : k - 1]].first_backward;
+    gather_bw_at[by_backward[k]] = units[by_backward[k == 0 ? 0 : k - 1]].pre_backward;
 
   // A unit's forward all-gather or reduce-scatter, placed once all are known.
   struct Collective {
@@ -378,8 +403,10 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     reduce.type = "fsdp_reduce_scatter";
     reduce.phase = Phase::kBackward;
     reduce.scope = unit.name;
-    const bool reshard = options.reshard_after_forward && !root && unit.first_forward >= 0 &&
-                         unit.first_backward >= 0;
+    // Resharded units are gathered again at their pre-backward, whether the
+    // backward reads their parameters or not (an embedding's weight).
+    const bool reshard =
+        options.reshard_after_forward && !root && unit.first_forward >= 0 && unit.pre_backward >= 0;
     int last_grad = -1;
     int64_t gather_flat = 0, reduce_flat = 0;
     for (int p : unit.params) {
@@ -456,8 +483,19 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       before[gather_bw_at[u]].push_back(std::move(gather_bw));
       resharded_at[u] = gather_bw_at[u];
     }
-    if (last_grad >= 0)
+    if (last_grad >= 0) {
+      // The post-backward frees the unsharded parameters first (the module
+      // holds them to there, whether the backward reads them or not: an
+      // embedding's weight), then reduce-scatters.
+      Op free;
+      free.id = fmt::format("fsdp.{}.reshard", label);
+      free.type = "fsdp_reshard";
+      free.phase = Phase::kBackward;
+      free.scope = unit.name;
+      for (int p : unit.params) free.inputs.push_back(reshard ? unsharded_bw[p] : unsharded[p]);
+      after[last_grad].push_back(std::move(free));
       reduces.push_back({last_grad, static_cast<int>(u), std::move(reduce), reduce_flat});
+    }
   }
   // Forward all-gathers, in order: the collective fills a flat buffer and the
   // copy-out splits it into the unsharded parameters. FSDP2 frees the flat

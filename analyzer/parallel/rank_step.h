@@ -23,24 +23,34 @@
 //          to the rank with the fewest elements so far (ties: lowest rank).
 //   fsdp   FSDP2 fully_shard on every module at shard_depth scope components
 //          (by default the depth of the repeated, numbered blocks: "h.0"),
-//          then on the root (parameters no such module owns alone): each
-//          parameter is sharded on dim 0 (ceil(dim0 / world) rows, padded).
+//          then on the root (parameters no such module owns alone, and those
+//          of modules shallower than shard_depth: an embedding, final norm or
+//          lm_head beside the blocks): each parameter is sharded on dim 0
+//          (ceil(dim0 / world) rows, padded).
 //          Before a unit's first forward op one op all-gathers its shards
 //          into a flat buffer (world x the padded shards) and one copies it
 //          out into the unsharded parameters; FSDP2 frees the flat buffer at
 //          the next unit's forward all-gather, the last when the root's
 //          forward returns. Forward ops and the views they make of a
-//          parameter (weight.t()) read the unsharded copy. With
-//          reshard_after_forward (not for the root, as FSDP2) the copies are
-//          freed after their last forward use and gathered again in the
-//          backward one unit ahead of the unit's first backward op (FSDP2's
-//          backward prefetch; the flat buffer is then a workspace), and the
-//          backward reads twins of the forward's views made from them;
-//          without, they stay to the unit's backward. After the last
-//          gradient of a unit is made, one op copies the unsharded gradients
-//          into a flat input (world x the padded shards) and reduce-scatters
-//          it into sharded ones, which the optimizer reads; the flat input is
-//          held until the next unit's post-backward (FSDP2's one retained
+//          parameter (weight.t()) read the unsharded copy. A unit's
+//          pre-backward runs before the first backward op scoped in its
+//          module (the root's: the first backward op outside scope "loss",
+//          so before the loss's backward when the model computes its own
+//          loss), at the latest at its first backward use of a parameter.
+//          With reshard_after_forward (not for the root, as FSDP2's default
+//          for it) the copies are freed after their last forward use and
+//          gathered again, all of them whether the backward reads them or
+//          not, one unit ahead: at the previous unit's pre-backward (FSDP2's
+//          backward prefetch; the root prefetches the last block; the flat
+//          buffer is then a workspace), and the backward reads twins of the
+//          forward's views made from them; without, the forward's copies
+//          stay. After the last gradient of a unit is made, its
+//          post-backward frees its unsharded copies (the module holds them
+//          to there: an embedding's weight, which no backward op reads,
+//          too), then one op copies the unsharded gradients into a flat
+//          input (world x the padded shards) and reduce-scatters it into
+//          sharded ones, which the optimizer reads; the flat input is held
+//          until the next unit's post-backward (FSDP2's one retained
 //          reduce-scatter buffer), the last to the end of the backward.
 //          Optimizer state is sharded like its parameter. With param_dtype
 //          (MixedPrecisionPolicy) every floating tensor the step makes is
@@ -50,9 +60,12 @@
 //          into sharded gradients of the parameter's dtype.
 //   pipeline  one stage of a pipeline (pipeline.h).
 //
-// Not modelled: FSDP's output_dtype and casts of floating inputs, NCCL/gloo
-// internal buffers, tensor parallelism, data and pipeline parallelism
-// together.
+// Not modelled: FSDP's output_dtype and casts of floating inputs; with
+// param_dtype, tensors the model casts back to float32 itself (a Hugging Face
+// loss upcasts its logits: the graph, exported in float32, cannot say which);
+// a root given reshard_after_forward=True explicitly (FSDP2 then reshards it
+// too); NCCL/gloo internal buffers, tensor parallelism, data and pipeline
+// parallelism together.
 #ifndef MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_
 #define MEMPLAN_ANALYZER_PARALLEL_RANK_STEP_H_
 
@@ -83,10 +96,11 @@ struct ParallelOptions {
   bool gradient_as_bucket_view = false;  // ddp, zero1
   int64_t bucket_cap_bytes = kDdpBucketCapBytes;  // ddp, zero1
   bool reshard_after_forward = true;              // fsdp
-  // fsdp: scope components naming a unit (2: "h.0.attn" -> "h.0");
-  // kAutoShardDepth: the shallowest depth with a numbered module ("h.0",
-  // "model.layers.0": the repeated blocks users wrap), else the shallowest at
-  // which no module holds more than half of the parameter bytes, else 2.
+  // fsdp: scope components naming a unit (2: "h.0.attn" -> "h.0"; a scope of
+  // fewer components, "wte", is the root's); kAutoShardDepth: the shallowest
+  // depth with a numbered module ("h.0", "model.layers.0": the repeated blocks
+  // users wrap), else the shallowest at which no unit, the root included,
+  // holds more than half of the parameter bytes, else 2.
   int shard_depth = kAutoShardDepth;
   // fsdp: the modules (scope prefixes) to shard; empty: every module at
   // shard_depth.

@@ -5,12 +5,17 @@ Usage: parallel_test.py --memplan PATH/TO/memplan
 
 analyze, plan, check and report take --parallel ddp|zero1|fsdp --world-size N,
 and --parallel pipeline --pp-stages S --micro-batches M (one stage's step);
-the reports carry graph.parallel and match schemas/report.schema.json; bad
-options exit 2 with exact messages. Prints one line per failure and "N passed,
-M failed"; exits 1 when anything failed.
+the reports carry graph.parallel and match schemas/report.schema.json;
+report and snapshot under --parallel show the rank's numbers analyze gives
+(peak, bytes by kind, reserved; the pickle's allocated and reserved peaks and
+segments); bad options exit 2 with exact messages. Prints one line per
+failure and "N passed, M failed"; exits 1 when anything failed.
 """
+import html
 import json
 import os
+import pickle
+import re
 import sys
 
 from harness import check_exit2, describe, run_tests
@@ -62,9 +67,93 @@ def test_strategies(r):
     r.check("fsdp: parameters sharded 8 ways (padded)",
             p.get("parameter_bytes", 0) / 8 <= f.get("parameter_bytes", 0)
             < p.get("parameter_bytes", 0) / 7, f)
-    r.check("fsdp: units", f.get("units") == ["wte", "wpe", "h.0", "h.1", "ln_f", "lm_head"]
+    # Modules above the shard depth (embeddings, final norm, head) are the root's.
+    r.check("fsdp: units", f.get("units") == ["", "h.0", "h.1"]
             and f.get("reshard_after_forward"), f)
     r.check("fsdp: lower peak than single device", fsdp["peak_bytes"] < single["peak_bytes"])
+
+
+def snapshot_peaks(path):
+    """(allocated peak, reserved peak, segments) of a memory_viz pickle, from its trace
+    alone: alloc less free_completed, segment_alloc/map less segment_free/unmap."""
+    with open(path, "rb") as f:
+        d = pickle.load(f)
+    allocated = reserved = peak_a = peak_r = 0
+    for e in d["device_traces"][0]:
+        allocated += {"alloc": e["size"], "free_completed": -e["size"]}.get(e["action"], 0)
+        reserved += {"segment_alloc": e["size"], "segment_map": e["size"],
+                     "segment_free": -e["size"], "segment_unmap": -e["size"]}.get(e["action"], 0)
+        peak_a, peak_r = max(peak_a, allocated), max(peak_r, reserved)
+    return peak_a, peak_r, len(d["segments"])
+
+
+def same_as_analyze(r, label, *flags):
+    """`report --html` and `snapshot` under the rank's flags show the rank's numbers
+    `analyze` gives under them: the peak (bytes, step, op), the bytes by kind at the
+    peak and the reserved peak on the page and its summary line; the allocated and
+    reserved peaks and the segments of the pickle's trace. Returns analyze's report."""
+    flags = ("--optimizer", "adam") + flags
+    a = r.path("same.analyze.json")
+    rc, out, err = r.run("analyze", GRAPH, "--json", a, "-q", *flags)
+    if not r.check(label + ": analyze exit 0", rc == 0, describe(rc, out, err)):
+        return None
+    with open(a, encoding="utf-8") as f:
+        want = json.load(f)
+    page = r.path("same.html")
+    rc, out, err = r.run("report", GRAPH, "--html", page, *flags)
+    if r.check(label + ": report exit 0", rc == 0, describe(rc, out, err)):
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        peak = re.search(r'id="peak" data-step="(\d+)" data-op="([^"]*)" data-bytes="(\d+)"', text)
+        got = peak and (int(peak.group(3)), int(peak.group(1)), html.unescape(peak.group(2)))
+        r.check(label + ": report's peak (bytes, step, op) is analyze's", got ==
+                (want["peak_bytes"], want["peak_step"], want["peak_op"]),
+                (got, want["peak_bytes"], want["peak_step"], want["peak_op"]))
+        r.check(label + ": report's summary line is analyze's peak",
+                out.endswith("(%d bytes) at step %d\n" % (want["peak_bytes"], want["peak_step"])),
+                out)
+        kinds = {k: int(v) for k, v in re.findall(
+            r'<tr data-kind="(\w+)" data-bytes="\d+"><td>\w+</td><td class="n">(\d+)</td>', text)}
+        total = re.search(r'<tr><th>total</th><td class="n">(\d+)</td>', text)
+        nonzero = {k: v for k, v in want["by_category"].items() if v}
+        r.check(label + ": report's bytes by kind at the peak are analyze's", kinds == nonzero
+                and total and int(total.group(1)) == want["peak_bytes"],
+                (kinds, total and total.group(1), want["by_category"]))
+        mib = "reserved %.2f MiB (steady state)" % (want["reserved"]["peak_bytes"] / MIB)
+        r.check(label + ": report's reserved curve is analyze's", mib in text, mib)
+    pickled = r.path("same.pickle")
+    rc, out, err = r.run("snapshot", GRAPH, "-o", pickled, *flags)
+    if r.check(label + ": snapshot exit 0", rc == 0, describe(rc, out, err)):
+        got = snapshot_peaks(pickled)
+        r.check(label + ": snapshot's allocated peak, reserved peak and segments are analyze's",
+                got == (want["peak_bytes"], want["reserved"]["peak_bytes"],
+                        want["reserved"]["segments"]),
+                (got, want["peak_bytes"], want["reserved"]["peak_bytes"],
+                 want["reserved"]["segments"]))
+    return want
+
+
+def test_report_snapshot_are_analyze(r):
+    """Each strategy's rank (and two pipeline stages) through report and snapshot; the
+    rank's numbers differ from the single device's, so the flags reached them."""
+    single = same_as_analyze(r, "single device")
+    pp = ("--parallel", "pipeline", "--pp-stages", "2", "--micro-batches", "4")
+    for label, flags in [("ddp", ("--parallel", "ddp", "--world-size", "8")),
+                         ("zero1 rank 3", ("--parallel", "zero1", "--world-size", "8",
+                                           "--rank", "3")),
+                         ("fsdp", ("--parallel", "fsdp", "--world-size", "8")),
+                         ("fsdp bfloat16, no reshard", ("--parallel", "fsdp", "--world-size",
+                                                        "8", "--fsdp-param-dtype", "bfloat16",
+                                                        "--fsdp-reshard-after-forward",
+                                                        "false")),
+                         ("pipeline stage 0", pp + ("--rank", "0")),
+                         ("pipeline stage 1 gpipe", pp + ("--rank", "1", "--pp-schedule",
+                                                          "gpipe"))]:
+        rank = same_as_analyze(r, "report/snapshot --parallel " + label, *flags)
+        if single and rank:
+            r.check("--parallel %s: the rank's peak is not the single device's" % label,
+                    rank["peak_bytes"] != single["peak_bytes"]
+                    and rank["graph"].get("parallel"), (rank["peak_bytes"], single["peak_bytes"]))
 
 
 def test_plan_check_report(r):
@@ -101,8 +190,7 @@ def test_plan_check_report(r):
     r.check("check --parallel fsdp over budget: exit 1", rc == 1, describe(rc, out, err))
     rc, out, err = r.run("check", GRAPH, "--budget", "1GiB", *flags)
     r.check("check --parallel fsdp within budget: exit 0", rc == 0, describe(rc, out, err))
-    rc, out, err = r.run("report", GRAPH, "--html", r.path("r.html"), *flags)
-    r.check("report --parallel fsdp: exit 0", rc == 0, describe(rc, out, err))
+    # report and snapshot under --parallel: test_report_snapshot_are_analyze.
 
 
 def test_pipeline(r):
@@ -145,10 +233,6 @@ def test_pipeline(r):
                 describe(rc, out, err))
     rc, out, err = r.run("check", GRAPH, "--budget", "100MiB", *flags)
     r.check("check --parallel pipeline over budget: exit 1", rc == 1, describe(rc, out, err))
-    rc, out, err = r.run("report", GRAPH, "--html", r.path("pp.html"), *flags)
-    r.check("report --parallel pipeline: exit 0", rc == 0, describe(rc, out, err))
-    rc, out, err = r.run("snapshot", GRAPH, "-o", r.path("pp.pickle"), *flags)
-    r.check("snapshot --parallel pipeline: exit 0", rc == 0, describe(rc, out, err))
     check_exit2(r, [
         (("analyze", GRAPH, "--micro-batches", "4"),
          "memplan: error: --pp-stages, --micro-batches, --pp-schedule, --pp-split and "
@@ -213,4 +297,5 @@ def test_errors(r):
 
 
 if __name__ == "__main__":
-    sys.exit(run_tests(test_strategies, test_plan_check_report, test_pipeline, test_errors))
+    sys.exit(run_tests(test_strategies, test_plan_check_report, test_report_snapshot_are_analyze,
+                       test_pipeline, test_errors))
