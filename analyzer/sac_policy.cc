@@ -93,8 +93,11 @@ std::vector<SacRegion> SacPolicies(const Graph& g, const std::vector<bool>& keep
   const ModuleRegions regions = FindModuleRegions(g, depth);
   const std::vector<bool>& kept = KeptToEnd(g);
   // Read again after the forward by the tensor's own region: its backward
-  // ops (or ops without a scope) or a recomputation. What other regions'
-  // backward ops read, their autograd holds, not this region's SAC cache.
+  // ops (or ops without a scope) or its recomputation. What other regions'
+  // backward ops or recomputations read (a block's output, the next block's
+  // input), their autograd or their checkpoint's saved inputs hold, not this
+  // region's SAC cache: saved there, it would stay in the cache until this
+  // module's backward ends whenever its recomputation stops before it.
   std::vector<bool> read_later(g.tensors.size(), false);
   auto reads = [&](const Op& op, const std::string& region) {
     for (int t : op.inputs)
@@ -105,7 +108,7 @@ std::vector<SacRegion> SacPolicies(const Graph& g, const std::vector<bool>& keep
   };
   for (const Op& op : g.ops)
     if (op.phase != Phase::kForward) reads(op, ScopePrefix(op.scope, depth));
-  for (int o : recomputed_ops) reads(g.ops[o], "");
+  for (int o : recomputed_ops) reads(g.ops[o], regions.module_of_op[o]);
   std::unordered_map<std::string, size_t> index;
   std::vector<SacRegion> out(modules.size());
   for (size_t i = 0; i < modules.size(); ++i) {

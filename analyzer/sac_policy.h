@@ -9,12 +9,16 @@
 //
 // Rules, per output. A buffer (an output that is not a view) is saved when
 // it is kept (or kept to the end) and read after the forward by its own
-// module: by one of the module's backward ops or a recomputation, directly
+// module: by one of the module's backward ops or its recomputation, directly
 // or through a view. SAC holds what it saves until the module's
 // recomputation consumes it, or to the end of the module's backward when the
 // recomputation stops before it (early stop), whereas a checkpoint program
 // frees a kept tensor after its last use; what other modules' backward ops
-// read, their own autograd holds. An op whose outputs are all views or
+// read, their own autograd holds, and what their recomputations read (a
+// block's output, the next block's input), their checkpoint holds. A
+// block's output that only the next module reads is thus recomputed: saved,
+// it would stay in the cache through the block's backward, since the
+// recomputation stops before the block's last op. An op whose outputs are all views or
 // eager in-place results takes its base's policy when the base is made in
 // the same region (SAC caches a mutated buffer once: an in-place op must not
 // be rerun on a cached buffer), else recomputes; view outputs of an op that

@@ -3,18 +3,20 @@
 real eager steps on the CPU, under whichever torch runs it (CI: torch 2.14.1
 in .venv and 2.15.0 in .venv-newest, requirements/torch-*.txt):
 
-* export (joint) + `memplan analyze` predicts the measured eager peak within 0.5%
+* export (joint) + `memplan analyze` predicts the measured eager peak within 0.05%
   on a small CNN, a residual CNN with in-place ReLU / `+=`, a small GPT, a
   torchvision model (shufflenet_v2_x1_0), a model whose peak is an in-place op
   and conv-bn blocks with in-place ReLU6 / Hardswish / SiLU (MobileNet-style);
 * a module plan at 70% of the baseline (`memplan plan --granularity module`),
   applied with torch.utils.checkpoint, lowers the measured peak, and the
-  measured peak is within 1% of the plan's prediction;
+  measured peak is within 0.3% of the plan's prediction (the named exceptions
+  in PLAN_EXCEPTIONS: within their own measured error);
 * torch 2.x: an op-level plan at 70% (`--granularity sac`) applied through
-  selective activation checkpointing policies, within 1% as well; a policy
+  selective activation checkpointing policies, within 0.3% as well; a policy
   that does not match eager's ops is a PlanError naming module and op;
   measured op times (export times=True) and SAC's dispatch charge: free, it
-  gives modules policies; dear, plain wraps, measured within 1%;
+  gives modules policies; dear, plain wraps, measured within 0.3%; the op
+  times sum to x0.5-x2 of the eager step's time;
 * the graph carries what it must: `alias_of` for eager's in-place ops, the
   clone eager saves for an in-place activation as a forward op, SiLU's
   derivative as one op (as eager runs it), `grad_of`
@@ -32,11 +34,43 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPORTER = os.path.join(ROOT, "python")
-BASELINE_TOLERANCE = 0.005
-PLAN_TOLERANCE = 0.01
+# Every case exports with measured scratch (workspace="measure"). Measured at
+# HEAD on torch 2.14.1 and 2.15.0: baselines within 0.001%, plans within
+# 0.19%; the tolerances are a small factor above that.
+BASELINE_TOLERANCE = 0.0005
+PLAN_TOLERANCE = 0.003
+# Plans measured further off than PLAN_TOLERANCE, by (model spec, plan kind):
+# each is held to its own measured |error| (plus a little), so it fails if it
+# gets worse. "module" is the 70% module plan, "sac" the 70% op-level plan.
+PLAN_EXCEPTIONS = {
+    # act_cnn (conv-bn blocks with in-place ReLU6 / Hardswish / SiLU): the
+    # module plan is predicted below the measured step, -0.312% on both torch
+    # 2.14.1 and 2.15.0, not yet explained (plain checkpoint() keeps each
+    # wrapped module's CPU RNG state, 5,056 B, which memplan does not count).
+    # Its sac plan measures -0.000% since policy modules without random ops
+    # skip that state.
+    ("models:act_cnn", "module"): 0.0035,
+}
+# The sum of the op times export(times=True) measures (each op's least wall
+# time of 3 runs), against the eager step's CPU time (least of 5, one
+# thread): x0.86-x1.15 for gpt_small on a machine loaded 9 deep on 2 cores
+# (once x1.83, the ops slowed too), where the same sum is x0.23-x0.29 of the
+# eager step's median wall time (x0.68 with the machine quiet): wall time
+# counts the waits for a core.
+OP_TIME_BAND = (0.5, 2.0)
+TIMEOUT = 600  # s for each subprocess: a hung export or planner fails the test
+
+
+def plan_tolerance(spec, kind):
+    return PLAN_EXCEPTIONS.get((spec, kind), PLAN_TOLERANCE)
+
+
+def pct(x):
+    return f"{100 * x:g}%"
 
 try:
     import torch  # noqa: F401
@@ -71,10 +105,25 @@ HF_CASES = [
 
 
 def memplan(binary, *args, ok=(0,)):
-    p = subprocess.run([binary, *args], capture_output=True, text=True)
+    p = subprocess.run([binary, *args], capture_output=True, text=True, timeout=TIMEOUT)
     if p.returncode not in ok:
         raise RuntimeError(f"memplan {' '.join(args)} exited {p.returncode}:\n{p.stderr}")
     return p
+
+
+def eager_step_cpu_us(model, inputs, target, repeats=5):
+    """The least CPU time (us) of `repeats` eager training steps on one
+    intra-op thread, after one warm-up step, as mt.step_seconds runs them."""
+    torch.set_num_threads(1)
+    best = None
+    for i in range(repeats + 1):
+        model.zero_grad(set_to_none=True)
+        t = time.process_time()
+        mt.step_loss(model, inputs, target).backward()
+        dt = time.process_time() - t
+        if i:
+            best = dt if best is None else min(best, dt)
+    return 1e6 * best
 
 
 def fresh(spec, batch, shape):
@@ -150,7 +199,7 @@ def symbolic_checks(check, binary, tmp):
             check(f"{spec}: symbolic export ran", False, f"{type(ex).__name__}: {ex}")
     p = subprocess.run([sys.executable, "-m", "memplan", "export",
                         "torchvision:no_such_net", "--batch", "2", "-o", os.path.join(tmp, "x")],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, timeout=TIMEOUT)
     check("a model that cannot be built: exit 2 naming it",
           p.returncode == 2 and p.stderr.strip().endswith(
               "memplan export: torchvision:no_such_net: ValueError: torchvision.models has no "
@@ -160,7 +209,8 @@ def symbolic_checks(check, binary, tmp):
 def symbolic_case(check, binary, tmp, spec, sizes):
     out = os.path.join(tmp, spec.replace(":", "_") + ".sym.json")
     p = subprocess.run([sys.executable, "-m", "memplan", "export",
-                        spec, "--batch", "2", "-o", out], capture_output=True, text=True)
+                        spec, "--batch", "2", "-o", out], capture_output=True, text=True,
+                       timeout=TIMEOUT)
     if not check(f"{spec}: symbolic export exits 0", p.returncode == 0,
                  "" if p.returncode == 0 else p.stderr[-800:]):
         return
@@ -180,7 +230,8 @@ def symbolic_case(check, binary, tmp, spec, sizes):
         inputs = mt.example_inputs(model, size["batch"], seq=size.get("seq"))
         meas = mt.measure(model, inputs, mt.make_target(model, inputs))["peak_bytes"]
         e = err(pred, meas)
-        check(f"{spec} exported at batch 2, --set {size}: within 0.5% of the measured step",
+        check(f"{spec} exported at batch 2, --set {size}: within {pct(BASELINE_TOLERANCE)} of the "
+              "measured step",
               abs(e) <= BASELINE_TOLERANCE,
               f"predicted {pred} B, measured {meas} B, error {100 * e:+.3f}%")
     if spec == "models:res_cnn":
@@ -203,17 +254,26 @@ def timed_sac_checks(check, binary, name, stem, spec, batch, shape, depth, basel
     each module with a policy: free, it gives modules policies; dear, it
     wraps whole modules plainly (no sac regions), which apply_plan runs in
     plain checkpoint() and which fit as predicted."""
-    model, inputs, target = fresh(spec, batch, shape)
-    graph = mt.export(model, inputs, target, name=spec, workspace="measure", times=True)
-    traced = [o for o in graph["ops"] if not o["id"].endswith(".seed")]
-    total_us = sum(o.get("time_us", 0) for o in traced)
-    eager_us = 1e6 * mt.step_seconds(model, inputs, target)
-    # A sanity band, not a performance target: one thread either way.
-    check(f"{name}: times=True gives every traced op a time_us, summing to the eager step's "
-          "order (x1/4 to x4)",
-          all(o.get("time_us", -1) >= 0 for o in traced) and 0.25 <= total_us / eager_us <= 4,
-          f"{sum('time_us' not in o for o in traced)} ops without; {total_us:.0f} us against "
-          f"an eager step of {eager_us:.0f} us")
+    # Timings on a shared machine: up to 3 tries (a new export each) to land in
+    # the band; a sum that is really off misses every time.
+    tries = []
+    for _ in range(3):
+        model, inputs, target = fresh(spec, batch, shape)
+        graph = mt.export(model, inputs, target, name=spec, workspace="measure", times=True)
+        traced = [o for o in graph["ops"] if not o["id"].endswith(".seed")]
+        total_us = sum(o.get("time_us", 0) for o in traced)
+        eager_us = eager_step_cpu_us(model, inputs, target)
+        tries.append((total_us / eager_us, total_us, eager_us))
+        if OP_TIME_BAND[0] <= tries[-1][0] <= OP_TIME_BAND[1]:
+            break
+    wall_us = 1e6 * mt.step_seconds(model, inputs, target)
+    check(f"{name}: times=True gives every traced op a time_us, summing to x{OP_TIME_BAND[0]:g} "
+          f"to x{OP_TIME_BAND[1]:g} of the eager step's CPU time (x{tries[-1][0]:.2f})",
+          all(o.get("time_us", -1) >= 0 for o in traced)
+          and OP_TIME_BAND[0] <= tries[-1][0] <= OP_TIME_BAND[1],
+          f"{sum('time_us' not in o for o in traced)} ops without; tries "
+          + ", ".join(f"x{r:.2f} ({t:.0f} us of ops, {e:.0f} us CPU)" for r, t, e in tries)
+          + f"; the last step {wall_us:.0f} us wall (median of 3)")
     with open(stem + ".timed.json", "w") as f:
         f.write(mt.dumps(graph))
     budget = str(int(baseline_pred * 0.7))
@@ -236,8 +296,9 @@ def timed_sac_checks(check, binary, name, stem, spec, batch, shape, depth, basel
     model, inputs, target = fresh(spec, batch, shape)
     pm = mt.measure(model, inputs, target, plan=reps["1000000"][2])
     pe = err(plan["predicted"]["peak_bytes"], pm["peak_bytes"])
-    check(f"{name}: the plain-wrapped sac plan runs in checkpoint() within 1% of its prediction",
-          pm["checkpointed_modules"] == dear["modules"] and abs(pe) <= PLAN_TOLERANCE,
+    tol = plan_tolerance(spec, "timed sac")
+    check(f"{name}: the plain-wrapped sac plan runs in checkpoint() within {pct(tol)} of its "
+          "prediction", pm["checkpointed_modules"] == dear["modules"] and abs(pe) <= tol,
           f"wrapped {pm['checkpointed_modules']}; predicted {plan['predicted']['peak_bytes']} B, "
           f"measured {pm['peak_bytes']} B, error {100 * pe:+.3f}%")
 
@@ -248,7 +309,8 @@ def sac_plan_checks(check, binary, name, stem, spec, batch, shape, depth, baseli
     sac`), applied through selective activation checkpointing: it fits, its
     policies (where a module keeps some ops; the others are wrapped plainly)
     save and recompute, it lowers the measured peak, and the measured peak
-    is within 1% of the prediction. Returns whether it had policies."""
+    is within 0.3% of the prediction (or its PLAN_EXCEPTIONS bound). Returns
+    whether it had policies."""
     budget = module_plan["budget_bytes"]
     p = memplan(binary, "plan", stem + ".json", "--budget", str(budget), "--granularity", "sac",
                 "--module-depth", str(depth), "-o", stem + ".sac.json", "-q", ok=(0, 3))
@@ -264,8 +326,9 @@ def sac_plan_checks(check, binary, name, stem, spec, batch, shape, depth, baseli
     pe = err(plan["predicted"]["peak_bytes"], pm["peak_bytes"])
     check(f"{name}: sac plan lowers the measured peak",
           pm["peak_bytes"] < baseline_meas, f"{baseline_meas} B -> {pm['peak_bytes']} B")
-    check(f"{name}: sac planned peak within 1% of the plan's prediction",
-          abs(pe) <= PLAN_TOLERANCE,
+    tol = plan_tolerance(spec, "sac")
+    check(f"{name}: sac planned peak within {pct(tol)} of the plan's prediction",
+          abs(pe) <= tol,
           f"predicted {plan['predicted']['peak_bytes']} B, measured {pm['peak_bytes']} B, "
           f"error {100 * pe:+.3f}%")
     if not policies:
@@ -312,7 +375,8 @@ def main():
                 rep = json.load(open(stem + ".rep.json"))
                 meas = mt.measure(model, inputs, target)
                 e = err(rep["peak_bytes"], meas["peak_bytes"])
-                check(f"{name}: baseline within 0.5%", abs(e) <= BASELINE_TOLERANCE and
+                check(f"{name}: baseline within {pct(BASELINE_TOLERANCE)}",
+                      abs(e) <= BASELINE_TOLERANCE and
                       rep["graph"]["style"] == "joint",
                       f"predicted {rep['peak_bytes']} B, measured {meas['peak_bytes']} B, "
                       f"error {100 * e:+.3f}%")
@@ -382,8 +446,9 @@ def main():
                 check(f"{name}: plan lowers the measured peak",
                       pm["peak_bytes"] < meas["peak_bytes"],
                       f"{meas['peak_bytes']} B -> {pm['peak_bytes']} B")
-                check(f"{name}: planned peak within 1% of the plan's prediction",
-                      abs(pe) <= PLAN_TOLERANCE,
+                tol = plan_tolerance(spec, "module")
+                check(f"{name}: planned peak within {pct(tol)} of the plan's prediction",
+                      abs(pe) <= tol,
                       f"predicted {plan['predicted']['peak_bytes']} B, measured "
                       f"{pm['peak_bytes']} B, error {100 * pe:+.3f}%")
                 if mt.TORCH2:
@@ -406,7 +471,7 @@ def main():
         fwd = os.path.join(tmp, "cnn_fwd.json")
         p = subprocess.run([sys.executable, "-m", "memplan", "export",
                             "models:cnn_small", "--batch", "4", "--style", "forward", "-o", fwd],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, timeout=TIMEOUT)
         check("export --style forward exits 0", p.returncode == 0, p.stderr[-500:])
         if p.returncode == 0:
             g = json.load(open(fwd))

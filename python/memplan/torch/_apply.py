@@ -41,6 +41,23 @@ SAC_EAGER_EXPANSIONS = {
 }
 
 
+# Parts of the names of ops that draw from an RNG (dropout's noise,
+# bernoulli, rand*, normal, ...). A policy module with none of them runs
+# checkpoint(preserve_rng_state=False): the RNG state it would otherwise hold
+# from its forward to its backward (5,056 bytes on the CPU, which memplan
+# does not count) restores nothing. Safe because _SacPolicy matches every
+# eager op of the module to the plan's: a random op the plan does not list is
+# a PlanError. Substrings, so a false match only keeps the state.
+RANDOM_OP_PARTS = ("rand", "dropout", "bernoulli", "normal", "uniform", "multinomial",
+                   "poisson", "binomial", "gamma", "exponential", "geometric", "cauchy", "rrelu")
+
+
+def _draws_random(region: Dict[str, Any]) -> bool:
+    """Whether any op of a plan region ({"module", "ops"}) may draw from an RNG."""
+    return any(part in _sac_name(op["type"]) for op in region["ops"]
+               for part in RANDOM_OP_PARTS)
+
+
 def _sac_name(op_type: Any) -> str:
     """'aten.relu_.default' -> 'relu': the packet name, without the in-place
     underscore and the functionalization suffix."""
@@ -143,8 +160,9 @@ def apply_plan(model: nn.Module, plan: Union[str, Dict[str, Any]],
     policy (torch.utils.checkpoint.create_selective_checkpoint_contexts):
     MUST_SAVE for the ops whose buffers the plan keeps, PREFER_RECOMPUTE for
     the rest, matched to eager's ops by position (views left out; see
-    sac_schedule). torch 2.x only. `plan` is a dict or a path. Returns the
-    list of wrapped module paths."""
+    sac_schedule); a policy module whose ops draw nothing random does not
+    keep the RNG state (see RANDOM_OP_PARTS). torch 2.x only. `plan` is a
+    dict or a path. Returns the list of wrapped module paths."""
     if not isinstance(plan, dict):
         with open(plan) as f:
             plan = json.load(f)
@@ -156,6 +174,7 @@ def apply_plan(model: nn.Module, plan: Union[str, Dict[str, Any]],
             "checkpointing policy can express; plan with --granularity sac (op decisions "
             "inside modules) or --granularity module")
     sac = {r["module"]: sac_schedule(r, target_device) for r in plan.get("sac", [])}
+    random = {r["module"] for r in plan.get("sac", []) if _draws_random(r)}
     if sac and not TORCH2:
         raise PlanError(f"a sac plan needs torch 2.x (selective activation checkpointing); "
                         f"this is torch {torch.__version__}")
@@ -178,6 +197,8 @@ def apply_plan(model: nn.Module, plan: Union[str, Dict[str, Any]],
                 return create_selective_checkpoint_contexts(
                     _SacPolicy(_path, _schedule), allow_cache_entry_mutation=True)
             context = {"context_fn": make_contexts}
+            if path not in random:
+                context["preserve_rng_state"] = False
 
         def fwd(*args, _inner=inner, _context=context, **kwargs):
             # Copy list arguments: the recomputation reads them in the backward,
