@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "analyzer/units.h"
+
 namespace memplan {
 namespace {
 
@@ -274,6 +276,66 @@ bool Graph::Finalize(std::string* err) {
         IsResidentTensor(static_cast<int>(t)) || IsParameterGradient(static_cast<int>(t));
   for (int t : outputs) kept_to_end[t] = true;
   return true;
+}
+
+namespace {
+
+std::string Assignments(const std::vector<std::pair<std::string, int64_t>>& values) {
+  std::string out;
+  for (const auto& [name, value] : values)
+    out += fmt::format("{}{}={}", out.empty() ? "" : ", ", name, value);
+  return out;
+}
+
+// "op \"ID\": FIELD frozen at V by the symbolic export at batch=2, seq=8 (not
+// multilinear in batch); at batch=64 it may be larger".
+std::string ExportWarningText(const ExportWarning& w,
+                              const std::vector<std::pair<std::string, int64_t>>& moved) {
+  std::string symbols;
+  for (const std::string& s : w.symbols) symbols += (symbols.empty() ? "" : ", ") + s;
+  const std::string at = Assignments(w.exported_at);
+  if (w.kind == ExportWarning::Kind::kDropped)
+    return fmt::format(
+        "op \"{}\": {} dropped by the symbolic export at {} (not multilinear in {}); at {} memplan "
+        "estimates it from the op type and shapes",
+        w.op, w.field, at, symbols, Assignments(moved));
+  const bool bytes = w.field.size() > 6 && w.field.compare(w.field.size() - 6, 6, "_bytes") == 0 &&
+                     w.value < 9.2e18;
+  const std::string value =
+      bytes ? FormatBytes(static_cast<int64_t>(w.value)) : fmt::format("{:g}", w.value);
+  return fmt::format(
+      "op \"{}\": {} frozen at {} by the symbolic export at {} (not multilinear in {}); at {} it "
+      "may be larger",
+      w.op, w.field, value, at, symbols, Assignments(moved));
+}
+
+}  // namespace
+
+std::vector<std::string> ExportWarningsInEffect(const Graph& g, size_t limit) {
+  std::vector<std::string> out;
+  size_t more = 0;
+  for (const ExportWarning& w : g.export_warnings) {
+    std::vector<std::pair<std::string, int64_t>> moved;
+    for (const std::string& s : w.symbols) {
+      int64_t exported = -1, now = -1;
+      for (const auto& [name, value] : w.exported_at)
+        if (name == s) exported = value;
+      for (const auto& [name, value] : g.symbols)
+        if (name == s) now = value;
+      if (exported >= 0 && now >= 0 && now != exported) moved.emplace_back(s, now);
+    }
+    if (moved.empty()) continue;
+    if (out.size() < limit)
+      out.push_back(ExportWarningText(w, moved));
+    else
+      ++more;
+  }
+  if (more > 0)
+    out.push_back(fmt::format(
+        "and {} more op{} whose numbers the symbolic export froze or dropped (the graph's "
+        "source.warnings)",
+        more, more == 1 ? "" : "s"));
+  return out;
 }
 
 }  // namespace memplan

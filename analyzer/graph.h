@@ -102,6 +102,24 @@ struct Op {
   std::string extra;  // unknown keys as a serialized JSON object ("" if none)
 };
 
+// A source.warnings entry: an op's number that the symbolic export
+// (python/memplan/symbolic.py) could not write as an expression in the
+// symbols. It holds at the sizes the graph was exported at; elsewhere a
+// frozen value may be too small.
+struct ExportWarning {
+  enum class Kind : uint8_t {
+    kFrozen,   // "frozen": `field` holds `value`, the largest seen, at every size
+    kDropped,  // "dropped": `field` was left out; memplan estimates it
+  };
+  Kind kind = Kind::kFrozen;
+  std::string op;                    // the op's id
+  std::string field;                 // e.g. "workspace_bytes", "flops"
+  double value = -1;                 // kFrozen: the value written; else -1
+  std::vector<std::string> symbols;  // what the number varied with at export
+  // The symbols' values the graph was exported at, by name.
+  std::vector<std::pair<std::string, int64_t>> exported_at;
+};
+
 struct Graph {
   std::string name;
   std::string source;  // the "source" object, serialized ("" if absent)
@@ -113,6 +131,8 @@ struct Graph {
   // alive through the backward (true: the graph's outputs list it) or frees
   // it once the loss is computed (false); nullopt when the graph does not say.
   std::optional<bool> outputs_held;
+  // source.warnings, in the file's order (see ExportWarningsInEffect).
+  std::vector<ExportWarning> export_warnings;
   std::vector<std::pair<std::string, int64_t>> symbols;  // in declaration order
   std::vector<Tensor> tensors;
   std::vector<Op> ops;
@@ -147,6 +167,13 @@ struct Graph {
   std::vector<int> FinalParameterGradients() const;
   int64_t ResidentBytes() const;
 };
+
+// One message per source.warnings entry that the graph's symbols (after
+// --set) move away from its exported_at values in one of the entry's
+// symbols, naming the op, the field, what was frozen or dropped and the
+// symbols that moved; at most `limit` of them, then one line counting the
+// rest. Empty when every entry still holds.
+std::vector<std::string> ExportWarningsInEffect(const Graph& g, size_t limit = 5);
 
 // The most bytes all tensors and workspaces of one graph may add up to.
 constexpr int64_t kMaxGraphBytes = int64_t{1} << 61;

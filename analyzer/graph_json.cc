@@ -171,7 +171,8 @@ class GraphParser {
     if (!ParseHeader(root_)) return false;
     if (!tensors_done_ && !(ParseSymbols(root_) && ParseTensors(root_))) return false;
     if (!ops_done_ && !ParseOps(root_)) return false;
-    return ParseOutputs(root_) && ResolveTensorRefs() && CheckOps() && FinalizeGraph();
+    return ParseOutputs(root_) && ResolveTensorRefs() && CheckOps() && ParseExportWarnings(root_) &&
+           FinalizeGraph();
   }
 
  private:
@@ -206,6 +207,70 @@ class GraphParser {
         g_->outputs_held = held->get<bool>();
       }
     }
+    return true;
+  }
+
+  // source.warnings (graph.h ExportWarning), once the ops are known.
+  bool ParseExportWarnings(const json& doc) {
+    auto source = doc.find("source");
+    if (source == doc.end()) return true;
+    auto it = source->find("warnings");
+    if (it == source->end()) return true;
+    if (!it->is_array()) return r_.WrongType("/source/warnings", *it, "an array of warnings");
+    for (size_t i = 0; i < it->size(); ++i)
+      if (!ParseExportWarning(fmt::format("/source/warnings/{}", i), (*it)[i])) return false;
+    return true;
+  }
+
+  bool ParseExportWarning(const std::string& ptr, const json& j) {
+    if (!j.is_object()) return r_.WrongType(ptr, j, "an object");
+    ExportWarning w;
+    auto kind = j.find("kind");
+    if (kind == j.end()) return r_.Missing(ptr + "/kind", "\"frozen\" or \"dropped\"");
+    if (*kind == "frozen") {
+      w.kind = ExportWarning::Kind::kFrozen;
+    } else if (*kind == "dropped") {
+      w.kind = ExportWarning::Kind::kDropped;
+    } else {
+      return r_.Fail(ptr + "/kind", fmt::format("unknown kind {}; expected \"frozen\" or "
+                                                "\"dropped\"",
+                                                Found(*kind)));
+    }
+    if (!r_.ReqString(j, ptr, "op", &w.op, true)) return false;
+    if (g_->FindOp(w.op) < 0)
+      return r_.Fail(ptr + "/op",
+                     fmt::format("unknown op {}; expected the id of an op in /ops", Quote(w.op)));
+    if (!r_.ReqString(j, ptr, "field", &w.field, true) ||
+        !r_.OptNonNegativeNumber(j, ptr, "value", &w.value))
+      return false;
+    if (w.kind == ExportWarning::Kind::kFrozen && !j.contains("value"))
+      return r_.Missing(ptr + "/value", "the frozen value (a non-negative number)");
+    auto symbols = j.find("symbols");
+    if (symbols == j.end()) return r_.Missing(ptr + "/symbols", "a non-empty array of symbols");
+    if (!symbols->is_array() || symbols->empty())
+      return r_.WrongType(ptr + "/symbols", *symbols, "a non-empty array of symbols");
+    for (size_t k = 0; k < symbols->size(); ++k) {
+      const json& name = (*symbols)[k];
+      if (!name.is_string() || name.get_ref<const std::string&>().empty())
+        return r_.WrongType(fmt::format("{}/symbols/{}", ptr, k), name, "a symbol name");
+      w.symbols.push_back(name.get<std::string>());
+    }
+    auto at = j.find("exported_at");
+    if (at == j.end()) return r_.Missing(ptr + "/exported_at", "an object of symbol values");
+    if (!at->is_object())
+      return r_.WrongType(ptr + "/exported_at", *at, "an object of symbol values");
+    for (auto v = at->begin(); v != at->end(); ++v) {
+      if (!IsNonNegativeInteger(v.value()))
+        return r_.WrongType(ptr + "/exported_at/" + PointerToken(v.key()), v.value(),
+                            "a non-negative integer");
+      w.exported_at.emplace_back(v.key(), v.value().get<int64_t>());
+    }
+    for (const std::string& name : w.symbols)
+      if (!at->contains(name))
+        return r_.Fail(ptr + "/exported_at",
+                       fmt::format("no value for {}; expected one for each name in {}/symbols",
+                                   Quote(name), ptr));
+    g_->export_warnings.push_back(std::move(w));
     return true;
   }
 

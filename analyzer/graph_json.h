@@ -22,7 +22,10 @@ struct GraphLoadOptions {
 // Documents nested deeper than this are refused before parsing.
 constexpr int kMaxJsonDepth = 64;
 
-// Parses `text` (named `file` in errors) into a finalized graph.
+// Parses `text` (named `file` in errors) into a finalized graph. The source
+// object is kept whole (Graph::source); its target_device, outputs_held and
+// warnings (Graph::export_warnings; each entry's op must name an op) are
+// checked and read.
 bool ParseGraph(const std::string& text, const std::string& file, const GraphLoadOptions& options,
                 Graph* graph, std::string* err);
 bool LoadGraphFile(const std::string& path, const GraphLoadOptions& options, Graph* graph,

@@ -406,7 +406,8 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
         fmt::format("id=\"device\" data-bytes=\"{}\" data-device=\"{}\"", in.device_total_bytes,
                     Escape(in.device_name)),
         c.Y(in.device_total_bytes), "#17becf", "#0e7c86", /*label_right=*/false,
-        fmt::format("device total {} on {}", FormatBytes(in.device_total_bytes), in.device_name)));
+        fmt::format("device total {} on {}{}", FormatBytes(in.device_total_bytes), in.device_name,
+                    in.device_estimate.empty() ? "" : " (estimate: " + in.device_estimate + ")")));
   }
   if (measured_curve) {
     std::string pts;
@@ -470,8 +471,10 @@ bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string*
     add(" &nbsp; <span class=\"swatch\" style=\"background:#d81b60\"></span>reserved by "
         "PyTorch's caching allocator (second step: it starts with the first's segments)");
   if (in.device_total_bytes >= 0)
-    add(" &nbsp; <span class=\"swatch\" style=\"background:#17becf\"></span>device total "
-        "(reserved + CUDA context)");
+    add(fmt::format(
+        " &nbsp; <span class=\"swatch\" style=\"background:#17becf\"></span>device total "
+        "(reserved + CUDA context{})",
+        in.device_estimate.empty() ? "" : Escape("; an estimate: " + in.device_estimate)));
   if (measured_curve)
     add(" &nbsp; <span class=\"swatch\" style=\"background:#d62728\"></span>measured");
   else if (m)

@@ -60,6 +60,10 @@ struct HtmlReportInput {
   std::vector<int64_t> reserved_during;
   int64_t device_total_bytes = -1;
   std::string device_name;
+  // Why the device total is an estimate, e.g. "the CUDA context, 600.00 MiB,
+  // is the default": its label and the legend then say "(estimate: ...)";
+  // "" when its constants were given.
+  std::string device_estimate;
   int top = 20;            // rows of the live-at-peak table
   int max_columns = 1200;  // chart columns (steps are bucketed beyond)
 };
@@ -69,7 +73,8 @@ struct HtmlReportInput {
 // data-peak-bytes: its bytes at the peak step), the measured peak line, the
 // budget (#budget: data-bytes), the baseline curve (#baseline:
 // data-peak-bytes), the reserved curve (#reserved: data-peak-bytes) and the
-// device total (#device: data-bytes, data-device).
+// device total (#device: data-bytes, data-device; its label ends in
+// "(estimate: ...)" when device_estimate is not empty).
 bool RenderHtmlReport(const HtmlReportInput& in, std::string* html, std::string* err);
 
 }  // namespace memplan

@@ -44,6 +44,32 @@ std::vector<int> ReversedOrder(const ScoredPlan& best) {
   return out;
 }
 
+// The SAC dispatch charge per op and pass, whatever the objective.
+double SacDispatchUs(const CostModel& m) {
+  return m.sac_dispatch_us >= 0 ? m.sac_dispatch_us : m.device.sac_dispatch_us;
+}
+
+// "  dispatch  ..." under --granularity sac and objective time: the charge
+// and where it comes from; "" otherwise.
+std::string SacDispatchLine(const PlannerOptions& options) {
+  const CostModel& m = options.cost;
+  if (options.granularity != Granularity::kSac || m.objective != Objective::kTime) return "";
+  const std::string charge =
+      fmt::format("  dispatch  SAC's dispatch charged {:g} us per op and pass", SacDispatchUs(m));
+  switch (SacDispatchSourceOf(m)) {
+    case SacDispatchSource::kGiven:
+      return charge + " (--sac-dispatch-us)\n";
+    case SacDispatchSource::kMeasured:
+      return charge + fmt::format(": the {} preset's, measured (bench/results/sac_dispatch.json)\n",
+                                  m.device.name);
+    case SacDispatchSource::kUnmeasuredDefault:
+      break;
+  }
+  return charge +
+         fmt::format(": the {} preset's default, not measured (--sac-dispatch-us sets it)\n",
+                     m.device.name);
+}
+
 int64_t Bytes(const Graph& g, const std::vector<int>& tensors) {
   int64_t sum = 0;
   for (int t : tensors) sum += g.OwnedBytes(t);
@@ -51,6 +77,24 @@ int64_t Bytes(const Graph& g, const std::vector<int>& tensors) {
 }
 
 }  // namespace
+
+SacDispatchSource SacDispatchSourceOf(const CostModel& model) {
+  if (model.sac_dispatch_us >= 0) return SacDispatchSource::kGiven;
+  return model.device.sac_dispatch_us > 0 ? SacDispatchSource::kMeasured
+                                          : SacDispatchSource::kUnmeasuredDefault;
+}
+
+const char* SacDispatchSourceName(SacDispatchSource source) {
+  switch (source) {
+    case SacDispatchSource::kGiven:
+      return "given";
+    case SacDispatchSource::kMeasured:
+      return "measured";
+    case SacDispatchSource::kUnmeasuredDefault:
+      break;
+  }
+  return "unmeasured_default";
+}
 
 Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_bytes,
               const PlannerOptions& options, const PlanResult& result) {
@@ -111,6 +155,8 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
   if (options.granularity == Granularity::kSac) {
     r["policy_modules"] = result.policy_modules;
     r["sac_dispatch_cost"] = result.sac_dispatch_cost;
+    r["sac_dispatch_us"] = SacDispatchUs(options.cost);
+    r["sac_dispatch_source"] = SacDispatchSourceName(SacDispatchSourceOf(options.cost));
   }
   r["evaluations"] = result.evaluations;
   r["search_complete"] = result.search_complete;
@@ -223,6 +269,7 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
                        result.policy_modules.size(), result.sac_dispatch_cost, unit,
                        joined(result.policy_modules));
     }
+    out += SacDispatchLine(options);
   }
   out +=
       fmt::format("  search    {}{} ({} programs simulated), objective {}, device {}\n",
@@ -267,10 +314,11 @@ std::string OverBudgetLine(BudgetOf budget_of, int64_t budget_bytes, int64_t res
   const alloc::DeviceTotal total = alloc::TotalOnDevice(*device, reserved_peak_bytes);
   if (total.total_bytes <= budget_bytes) return "";
   return fmt::format(
-      "  warning   the device is predicted to hold {}{} (reserved {} + CUDA context {}), over the "
-      "budget of {}: --budget-of device bounds it\n",
+      "  warning   the device is predicted to hold {}{} (reserved {} + CUDA context {}{}), over "
+      "the budget of {}: --budget-of device bounds it\n",
       FormatBytes(total.total_bytes), where, FormatBytes(reserved_peak_bytes),
-      FormatBytes(total.cuda_context_bytes), FormatBytes(budget_bytes));
+      FormatBytes(total.cuda_context_bytes), device->cuda_context_is_estimate ? " (estimate)" : "",
+      FormatBytes(budget_bytes));
 }
 
 std::string SweepTable(const PlanResult& result, const PlannerOptions& options,

@@ -17,9 +17,21 @@ namespace memplan {
 Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_bytes,
               const PlannerOptions& options, const PlanResult& result);
 
+// Where SAC's dispatch charge (--granularity sac) comes from: given with
+// --sac-dispatch-us, or the time objective's device preset's, measured (a
+// charge above 0: the cpu preset) or an unmeasured default of 0 (the GPU
+// presets, whose host time is taken to hide behind the kernels;
+// cost_model.h).
+enum class SacDispatchSource { kGiven, kMeasured, kUnmeasuredDefault };
+SacDispatchSource SacDispatchSourceOf(const CostModel& model);
+// "given", "measured", "unmeasured_default".
+const char* SacDispatchSourceName(SacDispatchSource source);
+
 // `sweep` (may be empty) adds the budget sweep as "sweep"; `budgeted` (may
 // be null) adds what the budget is of, the plan's reserved-memory
-// prediction and the allocation budgets tried.
+// prediction and the allocation budgets tried. Under --granularity sac,
+// sac_dispatch_us and sac_dispatch_source say what SAC's dispatch was
+// charged and where that figure comes from.
 std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
                            const PlanResult& result, const Plan& plan, int top,
                            const std::vector<SweepPoint>& sweep,
@@ -28,6 +40,9 @@ std::string PlanReportJson(const JointGraph& jg, const PlannerOptions& options,
 // (SweepBudgets plans at allocation budgets), whatever --budget-of says.
 std::string SweepTable(const PlanResult& result, const PlannerOptions& options,
                        const std::vector<SweepPoint>& sweep);
+// Under --granularity sac and objective time, a "  dispatch  ..." line says
+// what SAC's dispatch is charged and whether it is the unmeasured default.
+// A device's CUDA context is marked "(estimate)" while it is the default.
 std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
                         const PlanResult& result, const Plan& plan, int top,
                         const BudgetedPlan* budgeted = nullptr);

@@ -199,14 +199,28 @@ std::string ReservedLine(const alloc::ReservedReport& rr, int64_t peak_bytes) {
       rr.alloc_conf.empty() ? "" : "; PYTORCH_CUDA_ALLOC_CONF=" + rr.alloc_conf);
 }
 
+DeviceDefaults DeviceDefaultsOf(const alloc::DeviceMemory& d) {
+  DeviceDefaults out;
+  out.context = d.cuda_context_is_estimate;
+  alloc::DeviceMemory preset;
+  if (!alloc::FindDeviceMemory(d.name, &preset)) return out;
+  out.capacity = d.capacity_bytes == preset.capacity_bytes;
+  out.workspace = d.cublas_workspace_bytes == preset.cublas_workspace_bytes &&
+                  d.cublaslt_workspace_bytes == preset.cublaslt_workspace_bytes;
+  return out;
+}
+
 ojson DeviceJson(const alloc::DeviceMemory& d, const alloc::DeviceTotal& t) {
+  const DeviceDefaults defaults = DeviceDefaultsOf(d);
   return {{"preset", d.name},
           {"capacity_bytes", t.capacity_bytes},
+          {"capacity_is_preset", defaults.capacity},
           {"context_bytes", t.cuda_context_bytes},
           {"context_is_estimate", d.cuda_context_is_estimate},
           {"workspace_bytes", d.cublas_workspace_bytes + d.cublaslt_workspace_bytes},
           {"cublas_workspace_bytes", d.cublas_workspace_bytes},
           {"cublaslt_workspace_bytes", d.cublaslt_workspace_bytes},
+          {"workspace_is_default", defaults.workspace},
           {"reserved_peak_bytes", t.reserved_peak_bytes},
           {"total_peak_bytes", t.total_bytes},
           {"fits", t.fits}};

@@ -39,7 +39,22 @@ std::string AnalyzeSummary(const JointGraph& jg, const Analysis& a, int top);
 // allocation-level `peak_bytes`.
 nlohmann::ordered_json ReservedJson(const alloc::ReservedReport& rr);
 std::string ReservedLine(const alloc::ReservedReport& rr, int64_t peak_bytes);
-// The whole device (--device), for analyze and plan alike.
+// Which of a device's constants are defaults rather than given with
+// --device-conf (alloc/device_memory.h names their sources): the CUDA
+// context (an estimate until measured), the capacity (the preset's, from
+// public logs of that part) and the library workspaces (PyTorch's defaults
+// for the architecture). A constant given with its default's value counts as
+// the default.
+struct DeviceDefaults {
+  bool context = false;
+  bool capacity = false;
+  bool workspace = false;
+};
+DeviceDefaults DeviceDefaultsOf(const alloc::DeviceMemory& d);
+// The whole device (--device), for analyze and plan alike: the JSON object
+// (context_is_estimate, capacity_is_preset and workspace_is_default say which
+// constants are defaults) and the summary line, which marks the CUDA context
+// "(estimate)" while it is the default.
 nlohmann::ordered_json DeviceJson(const alloc::DeviceMemory& d, const alloc::DeviceTotal& t);
 std::string DeviceLine(const alloc::DeviceMemory& d, const alloc::DeviceTotal& t);
 

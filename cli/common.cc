@@ -224,6 +224,7 @@ bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool*
 bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load, const StepOptions& step,
                    JointGraph* jg, std::string* err) {
   if (!LoadJointGraph(file, load, jg, err)) return false;
+  for (std::string& w : ExportWarningsInEffect(jg->graph)) jg->warnings.push_back(std::move(w));
   OptimizerStats stats;
   if (!AddOptimizerState(step.optimizer, &jg->graph, &stats, err)) {
     *err = jg->file + ": " + *err;

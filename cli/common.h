@@ -78,7 +78,9 @@ bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool*
 
 // Loads a graph (lowered if forward-only), adds the optimizer state and
 // update of --optimizer (the whole training step), then makes it one rank's
-// step under --parallel (jg->parallel says what it holds).
+// step under --parallel (jg->parallel says what it holds). jg->warnings
+// gains the graph's source.warnings that --set moves away from the exported
+// sizes (ExportWarningsInEffect).
 bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load, const StepOptions& step,
                    JointGraph* jg, std::string* err);
 

@@ -248,6 +248,9 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
     return Error(err);
   }
   progress.Clear();
+  // Batch 1 is no size the search settles on: the graph's export warnings
+  // are printed at the micro-batch it chooses, below.
+  jg.warnings.resize(jg.warnings.size() - ExportWarningsInEffect(jg.graph).size());
   PrintWarnings(jg.warnings);
   std::string names;
   bool has_symbol = false;
@@ -287,6 +290,7 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
       result.checkpointed_recommended ? result.checkpointed : result.baseline;
   JointGraph micro;
   if (!at(chosen.found ? chosen.micro_batch : 1, &micro, &err)) return Error(err);
+  PrintWarnings(ExportWarningsInEffect(micro.graph));
   if (!f.out.empty()) {
     const BatchPoint* p = FindPoint(result, chosen.found ? chosen.micro_batch : 1);
     PlanResult plan_result;
@@ -445,6 +449,7 @@ int RunProfileCommand(const ProfileFlags& f) {
   po.repeat = f.repeat;
   JointGraph jg;
   if (!LoadJointGraph(f.common.graph, options, &jg, &err)) return Error(err);
+  for (std::string& w : ExportWarningsInEffect(jg.graph)) jg.warnings.push_back(std::move(w));
   const Graph& g = jg.graph;
   std::vector<std::string> warnings = jg.warnings;
   ProfiledProgram profiled;
@@ -722,6 +727,9 @@ int RunReport(const ReportFlags& f) {
   if (with_device) {
     in.device_total_bytes = alloc::TotalOnDevice(device, reserved.reserved_peak_bytes).total_bytes;
     in.device_name = device.name;
+    if (device.cuda_context_is_estimate)
+      in.device_estimate = fmt::format("the CUDA context, {}, is the default",
+                                       FormatBytes(device.cuda_context_bytes));
   }
   std::string html;
   if (!RenderHtmlReport(in, &html, &err)) return Error(err);

@@ -214,6 +214,119 @@ TEST_CASE("graph_json: source.outputs_held is true, false or absent") {
   CHECK(!g.outputs_held.has_value());
 }
 
+// A graph of a symbolic export with source.warnings `warnings` (JSON text).
+std::string WithExportWarnings(const std::string& warnings) {
+  return R"({"format": "memplan.graph/1", "symbols": {"batch": 2, "seq": 8},
+             "source": {"framework": "pytorch", "warnings": )" +
+         warnings + R"(}, "tensors": [
+    {"id": "x", "shape": ["batch", "seq"], "dtype": "float32", "kind": "input"},
+    {"id": "w", "shape": ["seq", "seq"], "dtype": "float32", "kind": "parameter"},
+    {"id": "h", "shape": ["batch", "seq"], "dtype": "float32"},
+    {"id": "l", "shape": [], "dtype": "float32"}], "ops": [
+    {"id": "fc", "type": "linear", "inputs": ["x", "w"], "outputs": ["h"], "workspace_bytes": 160},
+    {"id": "loss", "type": "sum", "inputs": ["h"], "outputs": ["l"]}], "outputs": ["l"]})";
+}
+
+constexpr const char* kFrozen =
+    R"({"kind": "frozen", "op": "fc", "field": "workspace_bytes", "value": 160,
+        "symbols": ["batch"], "exported_at": {"batch": 2, "seq": 8}})";
+constexpr const char* kDropped =
+    R"({"kind": "dropped", "op": "loss", "field": "flops", "symbols": ["batch", "seq"],
+        "exported_at": {"batch": 2, "seq": 8}})";
+
+TEST_CASE("graph_json: source.warnings are read, and reported once --set leaves their sizes") {
+  Graph g;
+  std::string err;
+  REQUIRE_MESSAGE(ParseGraph(WithExportWarnings(std::string("[") + kFrozen + ", " + kDropped + "]"),
+                             "g.json", {}, &g, &err),
+                  err);
+  REQUIRE(g.export_warnings.size() == 2);
+  const ExportWarning& w = g.export_warnings[0];
+  CHECK(w.kind == ExportWarning::Kind::kFrozen);
+  CHECK(w.op == "fc");
+  CHECK(w.field == "workspace_bytes");
+  CHECK(w.value == 160);
+  CHECK(w.symbols == std::vector<std::string>{"batch"});
+  CHECK(w.exported_at == std::vector<std::pair<std::string, int64_t>>{{"batch", 2}, {"seq", 8}});
+  CHECK(g.export_warnings[1].kind == ExportWarning::Kind::kDropped);
+  CHECK(g.export_warnings[1].value == -1);
+  // At the exported sizes every entry holds: nothing to say.
+  CHECK(ExportWarningsInEffect(g).empty());
+  // Kept through `memplan lower` (written back with the source object).
+  Graph again;
+  REQUIRE_MESSAGE(ParseGraph(GraphToJson(g), "again.json", {}, &again, &err), err);
+  CHECK(again.export_warnings.size() == 2);
+
+  REQUIRE(ParseGraph(WithExportWarnings(std::string("[") + kFrozen + ", " + kDropped + "]"),
+                     "g.json", Set("batch", 64), &g, &err));
+  CHECK(ExportWarningsInEffect(g) ==
+        std::vector<std::string>{
+            "op \"fc\": workspace_bytes frozen at 160 B by the symbolic export at batch=2, seq=8 "
+            "(not multilinear in batch); at batch=64 it may be larger",
+            "op \"loss\": flops dropped by the symbolic export at batch=2, seq=8 (not "
+            "multilinear in batch, seq); at batch=64 memplan estimates it from the op type and "
+            "shapes"});
+  // seq alone moves: the frozen workspace did not vary with it.
+  REQUIRE(ParseGraph(WithExportWarnings(std::string("[") + kFrozen + ", " + kDropped + "]"),
+                     "g.json", Set("seq", 4), &g, &err));
+  std::vector<std::string> seq = ExportWarningsInEffect(g);
+  REQUIRE(seq.size() == 1);
+  CHECK(seq[0].find("op \"loss\": flops dropped") == 0);
+  CHECK(seq[0].find("at seq=4 memplan estimates") != std::string::npos);
+  // Past the limit, one line counts the rest.
+  REQUIRE(ParseGraph(
+      WithExportWarnings(std::string("[") + kFrozen + ", " + kDropped + ", " + kFrozen + "]"),
+      "g.json", Set("batch", 3), &g, &err));
+  std::vector<std::string> capped = ExportWarningsInEffect(g, 1);
+  REQUIRE(capped.size() == 2);
+  CHECK(capped[1] ==
+        "and 2 more ops whose numbers the symbolic export froze or dropped (the graph's "
+        "source.warnings)");
+}
+
+TEST_CASE("graph_json: a malformed source.warnings entry names its JSON pointer") {
+  auto err = [](const std::string& warnings) { return Err(WithExportWarnings(warnings)); };
+  CHECK(err("{}") == "g.json: /source/warnings: expected an array of warnings, found an object");
+  CHECK(err("[1]") == "g.json: /source/warnings/0: expected an object, found 1");
+  CHECK(err(R"([{"op": "fc"}])") ==
+        "g.json: /source/warnings/0/kind: missing; expected \"frozen\" or \"dropped\"");
+  CHECK(err(R"([{"kind": "stale"}])") ==
+        "g.json: /source/warnings/0/kind: unknown kind \"stale\"; expected \"frozen\" or "
+        "\"dropped\"");
+  CHECK(err(R"([{"kind": "dropped"}])") ==
+        "g.json: /source/warnings/0/op: missing; expected a non-empty string");
+  CHECK(err(R"([{"kind": "dropped", "op": "nope"}])") ==
+        "g.json: /source/warnings/0/op: unknown op \"nope\"; expected the id of an op in /ops");
+  CHECK(err(R"([{"kind": "dropped", "op": "fc", "field": 3}])") ==
+        "g.json: /source/warnings/0/field: expected a non-empty string, found 3");
+  CHECK(err(R"([{"kind": "frozen", "op": "fc", "field": "workspace_bytes"}])") ==
+        "g.json: /source/warnings/0/value: missing; expected the frozen value (a non-negative "
+        "number)");
+  CHECK(err(R"([{"kind": "frozen", "op": "fc", "field": "workspace_bytes", "value": -1}])") ==
+        "g.json: /source/warnings/0/value: expected a non-negative number, found -1");
+  const std::string head = R"([{"kind": "dropped", "op": "fc", "field": "flops", )";
+  CHECK(err(R"([{"kind": "dropped", "op": "fc", "field": "flops"}])") ==
+        "g.json: /source/warnings/0/symbols: missing; expected a non-empty array of symbols");
+  CHECK(err(head + R"("symbols": []}])") ==
+        "g.json: /source/warnings/0/symbols: expected a non-empty array of symbols, found an "
+        "array");
+  CHECK(err(head + R"("symbols": ["batch", ""]}])") ==
+        "g.json: /source/warnings/0/symbols/1: expected a symbol name, found \"\"");
+  CHECK(err(head + R"("symbols": ["batch"]}])") ==
+        "g.json: /source/warnings/0/exported_at: missing; expected an object of symbol values");
+  CHECK(err(head + R"("symbols": ["batch"], "exported_at": [2]}])") ==
+        "g.json: /source/warnings/0/exported_at: expected an object of symbol values, found an "
+        "array");
+  CHECK(err(head + R"("symbols": ["batch"], "exported_at": {"batch": -2}}])") ==
+        "g.json: /source/warnings/0/exported_at/batch: expected a non-negative integer, found -2");
+  CHECK(err(std::string("[") + kFrozen + ", " + head.substr(1) +
+            R"("symbols": ["batch", "seq"], "exported_at": {"batch": 2}}])") ==
+        "g.json: /source/warnings/1/exported_at: no value for \"seq\"; expected one for each "
+        "name in /source/warnings/1/symbols");
+  // Unknown keys of an entry are ignored (forward compatibility).
+  CHECK(err(std::string(R"([{"note": "x", )") + std::string(kFrozen).substr(1) + "]") == "");
+}
+
 TEST_CASE("graph_json: symbols must be non-negative integers") {
   CHECK(Err(Doc("", "", R"("symbols": {"batch": -1}, )")) ==
         "g.json: /symbols/batch: expected a non-negative integer, found -1");

@@ -282,6 +282,60 @@ TEST_CASE("html report: profile report errors name the file, the pointer and wha
   }
 }
 
+TEST_CASE("html report: a device total with the default CUDA context is marked an estimate") {
+  JointGraph jg = MustLoad("mlp.graph.json");
+  Analysis a;
+  std::string err;
+  REQUIRE(AnalyzeBaseline(jg.graph, AccumulationMode::kInplace, &a, &err));
+  HtmlReportInput in;
+  in.jg = &jg;
+  in.program = &a.program;
+  in.sim = &a.sim;
+  in.program_label = "baseline";
+  in.device_total_bytes = 700 << 20;
+  in.device_name = "h100";
+  in.device_estimate = "the CUDA context, 600.00 MiB, is the default";
+  std::string html;
+  REQUIRE(RenderHtmlReport(in, &html, &err));
+  CHECK(TagError(html) == "");
+  size_t device = html.find("<g id=\"device\"");
+  REQUIRE(device != std::string::npos);
+  CHECK(html.find(">device total 700.00 MiB on h100 (estimate: the CUDA context, 600.00 MiB, is "
+                  "the default)</text>") != std::string::npos);
+  CHECK(html.find("device total (reserved + CUDA context; an estimate: the CUDA context, 600.00 "
+                  "MiB, is the default)") != std::string::npos);
+  // Given with --device-conf: no estimate.
+  in.device_estimate.clear();
+  REQUIRE(RenderHtmlReport(in, &html, &err));
+  device = html.find("<g id=\"device\"");
+  REQUIRE(device != std::string::npos);
+  CHECK(html.find(">device total 700.00 MiB on h100</text>") != std::string::npos);
+  CHECK(html.find("(estimate") == std::string::npos);
+  CHECK(html.find("an estimate") == std::string::npos);
+}
+
+TEST_CASE("reports: default device constants are named in the JSON and the summary line") {
+  alloc::DeviceMemory d;
+  REQUIRE(alloc::FindDeviceMemory("h100", &d));
+  alloc::DeviceTotal t = alloc::TotalOnDevice(d, 100 << 20);
+  DeviceDefaults defaults = DeviceDefaultsOf(d);
+  CHECK((defaults.context && defaults.capacity && defaults.workspace));
+  nlohmann::ordered_json j = DeviceJson(d, t);
+  CHECK(j["context_is_estimate"] == true);
+  CHECK(j["capacity_is_preset"] == true);
+  CHECK(j["workspace_is_default"] == true);
+  CHECK(DeviceLine(d, t).find("CUDA context 600.00 MiB (estimate): fits") != std::string::npos);
+  std::string err;
+  REQUIRE(
+      alloc::ParseDeviceConf("cuda_context=512MiB,capacity=80GiB,cublas_workspace=1MiB", &d, &err));
+  t = alloc::TotalOnDevice(d, 100 << 20);
+  j = DeviceJson(d, t);
+  CHECK(j["context_is_estimate"] == false);
+  CHECK(j["capacity_is_preset"] == false);
+  CHECK(j["workspace_is_default"] == false);
+  CHECK(DeviceLine(d, t).find("(estimate)") == std::string::npos);
+}
+
 TEST_CASE("html report: names are escaped, the plan's recompute list is shown") {
   JointGraph jg;
   jg.file = "odd<&>.json";

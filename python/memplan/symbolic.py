@@ -12,8 +12,12 @@ reported, never written as a wrong formula. Cost: 2^N + 1 exports.
 
 Falls short on: sizes that are not multilinear in the symbols (an error for
 shapes; a workspace that is not, or that shrinks as a size grows (measured
-scratch is noisy), becomes the largest value seen, constant, and is counted;
-such flops are dropped); graphs whose ops change with the size (an error).
+scratch is noisy), becomes the largest value seen, constant; such flops are
+dropped, and memplan estimates them from the op type and shapes); graphs whose
+ops change with the size (an error). Each frozen workspace and dropped flop
+count is written into the graph as a source.warnings entry (see
+export_warning), which `memplan analyze` and `plan` print whenever the symbols
+in use differ from the export's, since the frozen value may then be too small.
 """
 import itertools
 
@@ -109,11 +113,35 @@ def _first_difference(a, b):
     return f"{len(a)} vs {len(b)} entries"
 
 
+def _varies_with(vals, n):
+    """Indexes of the symbols along which the corner values change; all of
+    them when only the check point disagrees."""
+    dep = [i for i in range(n)
+           if any(vals[c] != vals[c[:i] + (1 - c[i],) + c[i + 1:]] for c in vals)]
+    return dep or list(range(n))
+
+
+def export_warning(kind, op, field, names, dep, base, value=None):
+    """A source.warnings entry of memplan.graph/1: op `op`'s `field` could not
+    be written as an expression in the symbols. kind "frozen": the field holds
+    `value` (the largest seen) at every size; "dropped": it was left out.
+    symbols: what it varied with; exported_at: the sizes the graph was
+    exported at (`memplan` warns when the sizes in use differ)."""
+    w = {"kind": kind, "op": op, "field": field}
+    if value is not None:
+        w["value"] = value
+    w["symbols"] = [names[i] for i in dep]
+    w["exported_at"] = dict(zip(names, base))
+    return w
+
+
 def make_symbolic(export_at, names, base, step):
     """export_at(point) -> memplan.graph/1 dict at sizes `point` (a tuple, one
     value per name). base: the export sizes; step: +1 or -1 per symbol (the
     direction a second size may go: -1 where the model has a maximum, such as
     a sequence length). Returns (graph at base with symbolic numbers, stats).
+    What cannot be expressed is an error for a shape; a workspace or a flop
+    count becomes a source.warnings entry (export_warning), counted in stats.
     Raises SymbolicError naming the tensor or op that cannot be expressed."""
     n = len(names)
     graphs = {}
@@ -158,6 +186,10 @@ def make_symbolic(export_at, names, base, step):
 
     stats = {"symbolic_dims": 0, "workspace_symbolic": 0, "workspace_constant": 0,
              "flops_symbolic": 0, "flops_dropped": 0}
+    warnings = []
+
+    def varies(get):
+        return _varies_with({c: get(g) for c, g in graphs.items()}, n)
     out = dict(g0)
     out["symbols"] = {**g0.get("symbols", {}), **dict(zip(names, base))}
     tensors = []
@@ -181,6 +213,9 @@ def make_symbolic(export_at, names, base, step):
             stats["workspace_constant"] += 1
             seen = [g["ops"][k].get("workspace_bytes", 0) for g in list(graphs.values()) + [check]]
             o["workspace_bytes"] = max(seen)
+            warnings.append(export_warning(
+                "frozen", o["id"], "workspace_bytes", names,
+                varies(lambda g, k=k: g["ops"][k].get("workspace_bytes", 0)), base, max(seen)))
         elif isinstance(ws, str):
             o["workspace_bytes"] = ws
             stats["workspace_symbolic"] += 1
@@ -196,6 +231,13 @@ def make_symbolic(export_at, names, base, step):
             elif fl is None:
                 del o["flops"]  # memplan estimates it from the type and shapes
                 stats["flops_dropped"] += 1
+                warnings.append(export_warning(
+                    "dropped", o["id"], "flops", names,
+                    varies(lambda g, k=k: g["ops"][k].get("flops")), base))
         ops.append(o)
     out["tensors"], out["ops"] = tensors, ops
+    if warnings:
+        source = dict(out.get("source", {}))
+        source["warnings"] = list(source.get("warnings", [])) + warnings
+        out["source"] = source
     return out, stats

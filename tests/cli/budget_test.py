@@ -106,7 +106,7 @@ def test_plan_defaults(r):
         r.check("--budget-of reserved --device h100: warns that the device holds more",
                 lines_of(out, "  warning ") ==
                 ["  warning   the device is predicted to hold %.2f MiB (reserved %.2f MiB + CUDA "
-                 "context 600.00 MiB), over the budget of 200.00 MiB: --budget-of device bounds "
+                 "context 600.00 MiB (estimate)), over the budget of 200.00 MiB: --budget-of device bounds "
                  "it" % (total / MIB, doc["reserved"]["peak_bytes"] / MIB)], out)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Tests of exporters/pytorch/symbolic.py (no torch needed): multilinear
-sizes are solved exactly, anything else is reported or left constant."""
+"""Tests of python/memplan/symbolic.py (no torch needed): multilinear
+sizes are solved exactly, anything else is reported, or left constant or
+dropped and named in the graph's source.warnings."""
 import os
 import sys
 
@@ -51,19 +52,42 @@ def main():
           ops["op2"])
     check("constant workspace stays an integer", ops["op1"]["workspace_bytes"] == 1024)
     check("stats", st["symbolic_dims"] == 6 and st["flops_dropped"] == 1, st)
+    check("dropped flops named in source.warnings, with the symbols they vary with",
+          g["source"]["warnings"] == [
+              {"kind": "dropped", "op": "op2", "field": "flops", "symbols": ["batch", "seq"],
+               "exported_at": {"batch": 2, "seq": 8}}], g.get("source"))
 
     g, st = symbolic.make_symbolic(lambda p: graph(*p, ws=lambda b, s: 100 * b + 3),
                                    ["batch", "seq"], (2, 8), (1, -1))
     check("workspace affine in batch -> expression",
           g["ops"][0]["workspace_bytes"] == "100*batch+3", g["ops"][0])
+    check("an expressed workspace is no warning",
+          [w["op"] for w in g["source"]["warnings"]] == ["op2"], g["source"])
     g, st = symbolic.make_symbolic(lambda p: graph(*p, ws=lambda b, s: b * b * 10),
                                    ["batch", "seq"], (2, 8), (1, -1))
     check("workspace not multilinear -> the largest value seen, counted",
           g["ops"][0]["workspace_bytes"] == 160 and st["workspace_constant"] == 1, g["ops"][0])
+    frozen = {"kind": "frozen", "op": "op1", "field": "workspace_bytes", "value": 160,
+              "symbols": ["batch"], "exported_at": {"batch": 2, "seq": 8}}
+    check("a frozen workspace is written into the graph as a source.warnings entry",
+          g["source"]["warnings"][0] == frozen, g["source"]["warnings"])
     g, st = symbolic.make_symbolic(lambda p: graph(*p, ws=lambda b, s: 292 - 40 * b),
                                    ["batch", "seq"], (2, 8), (1, -1))
     check("workspace shrinking with the batch -> the largest value seen",
           g["ops"][0]["workspace_bytes"] == 212 and st["workspace_constant"] == 1, g["ops"][0])
+    check("... and a warning naming batch", g["source"]["warnings"][0]["value"] == 212
+          and g["source"]["warnings"][0]["symbols"] == ["batch"], g["source"]["warnings"])
+
+    def with_source(p):
+        out = graph(*p, ws=lambda b, s: 7 if p == (4, 6) else 5)
+        out["source"] = {"framework": "pytorch", "warnings": [{"kind": "x"}]}
+        return out
+    g, st = symbolic.make_symbolic(with_source, ["batch", "seq"], (2, 8), (1, -1))
+    check("a workspace off only at the check point: frozen, varying with every symbol; the "
+          "source kept, its warnings extended",
+          g["source"]["framework"] == "pytorch" and g["source"]["warnings"][0] == {"kind": "x"}
+          and g["source"]["warnings"][1]["symbols"] == ["batch", "seq"]
+          and g["source"]["warnings"][1]["value"] == 7, g["source"])
 
     try:
         symbolic.make_symbolic(lambda p: graph(*p, square=True), ["batch", "seq"], (2, 8), (1, -1))
