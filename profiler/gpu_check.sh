@@ -20,6 +20,9 @@
 # case, schemas/gpu_check.schema.json), gpu_check.tar.gz (every report and log)
 # and gpu_check.stderr.log. Everything else is written to a temporary folder.
 # Exit 0 when every case ran; 1 otherwise (the summary says what failed).
+# Every case a full run has is in the summary: one that did not run is
+# "skipped", with its skip_reason (past the deadline or no plan to profile:
+# exit 1; CUPTI unavailable, for its overhead cases only).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -178,6 +181,25 @@ cat "$WORK/logs/doctor.txt" >&2
 BACKEND=cuda
 ((DRY_RUN)) && BACKEND=cpu
 FAILED=0
+# record NAME GRAPH PLAN|- ALLOCATOR CUPTI REPEAT EXIT|skipped REASON [extra args]:
+# one row of cases.tsv, then the summary is rewritten.
+record() {
+  local name=$1 graph=$2 plan=$3 allocator=$4 cupti=$5 repeat=$6 rc=$7 reason=$8
+  shift 8
+  log "$name: $rc${reason:+ ($reason)}"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$graph" "$plan" "$allocator" \
+    "$cupti" "$repeat" "$rc" "$*" "$reason" >>"$WORK/cases.tsv"
+  summarize
+}
+# skip_case NAME GRAPH PLAN|- ALLOCATOR CUPTI REPEAT REASON [extra args]: a case
+# of the full run that does not run here, recorded as skipped with the reason
+# (the check is incomplete: exit 1).
+skip_case() {
+  local fields=("$1" "$2" "$3" "$4" "$5" "$6") reason=$7
+  shift 7
+  FAILED=$((FAILED + 1))
+  record "${fields[@]}" skipped "$reason" "$@"
+}
 # run_case NAME GRAPH PLAN|- ALLOCATOR CUPTI(on|off) REPEAT [extra args]
 run_case() {
   local name=$1 graph=$2 plan=$3 allocator=$4 cupti=$5 repeat=$6
@@ -191,17 +213,17 @@ run_case() {
   local rc=0
   # Tests slow every case down to make a short deadline bite deterministically.
   [ -n "${GPU_CHECK_TEST_CASE_DELAY:-}" ] && sleep "$GPU_CHECK_TEST_CASE_DELAY"
-  if (($(left) < CASE_RESERVE)); then
-    rc=skipped
-    FAILED=$((FAILED + 1))  # the check is incomplete
-  else
-    timed 90 "$WORK/logs/$name.txt" "$MEMPLAN" "${args[@]}" || rc=$?
-    [ "$rc" != 0 ] && FAILED=$((FAILED + 1))
+  # `timed` keeps 10 s for the summary and starts nothing with under 3 s.
+  local l
+  l=$(left)
+  if ((l < CASE_RESERVE + 3)); then
+    skip_case "$name" "$graph" "$plan" "$allocator" "$cupti" "$repeat" \
+      "past the deadline: $l of $DEADLINE_S s left, $CASE_RESERVE kept for what follows" "$@"
+    return
   fi
-  log "$name: $rc"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$graph" "$plan" "$allocator" "$cupti" \
-    "$repeat" "$rc" "$*" >>"$WORK/cases.tsv"
-  summarize
+  timed 90 "$WORK/logs/$name.txt" "$MEMPLAN" "${args[@]}" || rc=$?
+  [ "$rc" != 0 ] && FAILED=$((FAILED + 1))
+  record "$name" "$graph" "$plan" "$allocator" "$cupti" "$repeat" "$rc" "" "$@"
 }
 # Time kept for the PyTorch phases while profile cases run: the profile
 # cases get 30% of the deadline, the allocator traces 25%, the rest goes to
@@ -233,36 +255,58 @@ for entry in "${cases[@]}"; do
   # Baseline peak from analyze; a plan at 70% of it (exit 3: the lowest found).
   timed 60 "$WORK/logs/$ex.analyze.txt" "$MEMPLAN" analyze "$graph" -q \
     --json "$WORK/cases/$ex.analyze.json" "${extra_args[@]}"
+  arc=$?
   peak=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_bytes"])' \
     "$WORK/cases/$ex.analyze.json" 2>/dev/null)
-  plan=-
+  plan=- why="analyze exited $arc"
+  ((arc == 124)) && why="analyze exited 124 (out of time: its own limit or the deadline)"
   if [ -n "$peak" ]; then
     timed 120 "$WORK/logs/$ex.plan.txt" "$MEMPLAN" plan "$graph" --budget $((peak * 70 / 100)) \
       -o "$WORK/cases/$ex.plan70.plan.json" -q "${extra_args[@]}"
     prc=$?
+    why="plan exited $prc"
+    ((prc == 124)) && why="plan exited 124 (out of time: its own limit or the deadline)"
     { [ $prc -eq 0 ] || [ $prc -eq 3 ]; } && plan="$WORK/cases/$ex.plan70.plan.json"
   fi
+  [ "$ex" = gpt_tiny ] && GPT_TINY_NO_PLAN=$why
   allocators=(default async)
   [ -n "$extra" ] && allocators=(default)
   [ "$BACKEND" = cpu ] && allocators=(host)
   for allocator in "${allocators[@]}"; do
     run_case "$ex.baseline.$allocator" "$graph" - "$allocator" "$CUPTI" 3 "${extra_args[@]}"
-    [ "$plan" != - ] && run_case "$ex.plan70.$allocator" "$graph" "$plan" "$allocator" \
-      "$CUPTI" 3 "${extra_args[@]}"
+    if [ "$plan" != - ]; then
+      run_case "$ex.plan70.$allocator" "$graph" "$plan" "$allocator" "$CUPTI" 3 "${extra_args[@]}"
+    else
+      skip_case "$ex.plan70.$allocator" "$graph" "(no plan)" "$allocator" "$CUPTI" 3 \
+        "no plan at 70% to profile: $why" "${extra_args[@]}"
+    fi
   done
 done
 
 # CUPTI's overhead: the same programs with and without it, 5 runs each.
-if [ "$CUPTI" = on ]; then
+# (On the cpu backend there is no CUPTI: not cases of a dry run.)
+if [ "$BACKEND" = cuda ]; then
   for ex in gpt_tiny densenet_toy; do
-    run_case "$ex.overhead.cupti" "examples/$ex.graph.json" - default on 5
-    run_case "$ex.overhead.nocupti" "examples/$ex.graph.json" - default off 5
+    for on in on off; do
+      name=$ex.overhead.$([ $on = on ] && echo cupti || echo nocupti)
+      if [ "$CUPTI" = on ]; then
+        run_case "$name" "examples/$ex.graph.json" - default $on 5
+      else
+        # Not a failure: every other case runs with --no-cupti.
+        record "$name" "examples/$ex.graph.json" - default $on 5 skipped "CUPTI unavailable"
+      fi
+    done
   done
 fi
 # A trace to look at in Perfetto.
 plan=$WORK/cases/gpt_tiny.plan70.plan.json
-[ -e "$plan" ] && run_case gpt_tiny.plan70.trace examples/gpt_tiny.graph.json "$plan" default \
-  "$CUPTI" 1 --trace "$WORK/cases/trace_gpt_tiny_plan70.json"
+if [ -e "$plan" ]; then
+  run_case gpt_tiny.plan70.trace examples/gpt_tiny.graph.json "$plan" default "$CUPTI" 1 \
+    --trace "$WORK/cases/trace_gpt_tiny_plan70.json"
+else
+  skip_case gpt_tiny.plan70.trace examples/gpt_tiny.graph.json "(no plan)" default "$CUPTI" 1 \
+    "no plan at 70% of gpt_tiny to trace: ${GPT_TINY_NO_PLAN:-}" --trace "$WORK/cases/trace_gpt_tiny_plan70.json"
+fi
 [ -n "${GPU_CHECK_TEST_SLEEP:-}" ] && run_child sleep "$GPU_CHECK_TEST_SLEEP"
 
 # --- PyTorch on the device ---------------------------------------------------

@@ -40,11 +40,13 @@ def tail(path, chars=1500):
 
 
 def case_row(work, fields):
-    name, graph, plan, allocator, cupti, repeat, rc, extra = (fields + [""] * 8)[:8]
+    name, graph, plan, allocator, cupti, repeat, rc, extra, reason = (fields + [""] * 9)[:9]
     row = {"case": name, "graph": os.path.basename(graph).replace(".graph.json", ""),
            "extra_args": extra, "program": "baseline" if plan == "-" else "plan70",
            "allocator": allocator, "cupti": cupti == "on", "repeat": int(repeat),
            "exit": rc if rc == "skipped" else int(rc)}
+    if rc == "skipped":
+        row["skip_reason"] = reason or "not recorded"
     report, bad = read_json(os.path.join(work, "cases", name + ".json"))
     if rc != "skipped" and report is None:
         row["error"] = bad or tail(os.path.join(work, "logs", name + ".txt"))

@@ -26,25 +26,43 @@ class Checks:
         return self(name, bool(ok), "" if ok else str(detail))
 
 
-def on_terminal(argv):
+def on_terminal(argv, timeout=600):
     """Runs argv with stderr on a pseudo-terminal: (exit, stdout, what the
-    terminal received)."""
+    terminal received). Past `timeout` seconds the process is killed and
+    subprocess.TimeoutExpired raised, so a hang fails the test."""
     import os
     import pty
+    import select
     import subprocess
+    import tempfile
+    import time
     master, slave = pty.openpty()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
-    os.close(slave)
-    received = b""
-    while True:
+    with tempfile.TemporaryFile() as out_file:  # a file: stdout never fills a pipe
+        p = subprocess.Popen(argv, stdout=out_file, stderr=slave, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        received = b""
+        deadline = time.monotonic() + timeout
         try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the other side closed
-            break
-        if not chunk:
-            break
-        received += chunk
-    out = p.stdout.read()
-    p.wait()
-    os.close(master)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(argv, timeout, output=received)
+                if not select.select([master], [], [], min(left, 1.0))[0]:
+                    continue
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the other side closed
+                    break
+                if not chunk:
+                    break
+                received += chunk
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise
+        finally:
+            os.close(master)
+        out_file.seek(0)
+        out = out_file.read()
     return p.returncode, out.decode(), received.decode(errors="replace")

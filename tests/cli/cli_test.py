@@ -534,6 +534,60 @@ def test_outputs_held(r):
                     rc == 2 and err == want and out == "", describe(rc, out, err))
 
 
+# The accumulation table of the DenseNet-like toy (examples/gen_densenet_toy.py N,
+# `analyze --accumulation MODE`): blocks N -> resident, then the inplace,
+# out_of_place and deferred peaks, in bytes (MiB as the table shows them).
+DENSENET_TABLE = {
+    4: (3932160, 13631492, 13893636, 15204356),        # 3.75; 13.00, 13.25, 14.50 MiB
+    8: (10747904, 30408708, 31195140, 43778052),       # 10.25; 29.00, 29.75, 41.75 MiB
+    16: (36962304, 83099652, 83886084, 149159940),     # 35.25; 79.25, 80.00, 142.25 MiB
+    32: (139722752, 288620548, 289406980, 549453828),  # 133.25; 275.25, 276.00, 524.00 MiB
+}
+DENSENET_MIB = {4: ("3.75", "13.00", "13.25", "14.50"), 8: ("10.25", "29.00", "29.75", "41.75"),
+                16: ("35.25", "79.25", "80.00", "142.25"),
+                32: ("133.25", "275.25", "276.00", "524.00")}
+
+
+def test_densenet_accumulation(r):
+    """Every row of the DenseNet accumulation table, not only the N = 8 example: the
+    generator's graph for N blocks, analyzed under each accumulation mode."""
+    ratios = []
+    for n, want in DENSENET_TABLE.items():
+        graph = r.path("densenet_%d.graph.json" % n)
+        p = subprocess.run([PYTHON, os.path.join(ROOT, "examples", "gen_densenet_toy.py"),
+                            str(n), "-o", graph], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=120)
+        if not r.check("gen_densenet_toy.py %d: exit 0" % n, p.returncode == 0, p.stdout):
+            continue
+        if n == 8:
+            r.check("gen_densenet_toy.py 8 writes examples/densenet_toy.graph.json",
+                    read_bytes(graph) == read_bytes(os.path.join(ROOT, "examples",
+                                                                 "densenet_toy.graph.json")))
+        got = []
+        for mode in ("inplace", "out_of_place", "deferred"):
+            rep, rc, out, err = analyze_json(r, graph, "densenet_%d.%s.json" % (n, mode),
+                                             "--accumulation", mode)
+            if not r.check("densenet N=%d --accumulation %s: exit 0" % (n, mode), rep is not None,
+                           describe(rc, out, err)):
+                break
+            if not got:
+                got.append(rep["resident_bytes"])
+            got.append(rep["peak_bytes"])
+        else:
+            got = tuple(got)
+            r.check("densenet N=%d: resident and the inplace, out_of_place, deferred peaks"
+                    % n, got == want, "%s, expected %s" % (got, want))
+            r.check("densenet N=%d: the table's MiB" % n, tuple(
+                "%.2f" % (b / 2**20) for b in got) == DENSENET_MIB[n], got)
+            r.check("densenet N=%d: inplace < out_of_place < deferred" % n,
+                    got[1] < got[2] < got[3], got)
+            ratios.append(got[3] / got[1])
+    # deferred / inplace: 1.12, 1.44, 1.79, 1.90 (the contributions alive grow with N^2/2).
+    r.check("densenet: deferred / inplace rises with N", len(ratios) == len(DENSENET_TABLE)
+            and ratios == sorted(ratios) and len(set(ratios)) == len(ratios),
+            ["%.3f" % x for x in ratios])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--memplan", required=True, help="path to the memplan binary")
@@ -556,6 +610,7 @@ def main():
             test_set_batch(r)
             test_warnings(r)
             test_outputs_held(r)
+            test_densenet_accumulation(r)
     print("%d passed, %d failed" % (r.passed, len(r.failed)))
     return 1 if r.failed else 0
 

@@ -43,7 +43,7 @@ def main():
             passed += 1
 
     has_check = subprocess.run([memplan, "check", "--help"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL).returncode == 0
+                               stderr=subprocess.DEVNULL, timeout=120).returncode == 0
     for text in ["lots", "-1GiB", "12.5.3MB", "24 GiBs", "1e9", "", "0x10", "5 PiB"]:
         quoted = '"%s"' % text
         expect("plan --budget %r" % text, ["plan", MLP, "--budget", text, "-q"],

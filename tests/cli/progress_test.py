@@ -17,10 +17,11 @@ from checks import Checks, on_terminal  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DENSENET = os.path.join(ROOT, "examples", "densenet_toy.graph.json")
 GPT = os.path.join(ROOT, "examples", "gpt_tiny.graph.json")
+TIMEOUT = 300  # s per command: a hung planner fails the test instead of hanging CI
 
 
 def piped(argv):
-    p = subprocess.run(argv, capture_output=True, text=True)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -43,7 +44,7 @@ def main():
         "analyze": ["memplan: loading", "memplan: analyzing"],
     }
     for name, argv in commands.items():
-        rc, out, err = on_terminal(argv)
+        rc, out, err = on_terminal(argv, timeout=TIMEOUT)
         c.check(rc in (0, 3), f"{name}: runs under a terminal (exit {rc})", err[-500:])
         for text in expect[name]:
             c.check(text in err, f"{name}: the terminal shows {text!r}", repr(err[-800:]))
@@ -53,7 +54,7 @@ def main():
         c.check(rc2 == rc and out2 == out, f"{name}: the same stdout on a pipe")
         c.check("\x1b[K" not in err2 and "memplan: loading" not in err2,
                 f"{name}: no progress on a pipe", repr(err2[-300:]))
-        rc3, _, err3 = on_terminal(argv + ["-q"])
+        rc3, _, err3 = on_terminal(argv + ["-q"], timeout=TIMEOUT)
         c.check(rc3 == rc and "memplan: loading" not in err3 and "\x1b[K" not in err3,
                 f"{name}: no progress with -q", repr(err3[-300:]))
     print(f"progress_test: {c.passed} passed, {len(c.failed)} failed")

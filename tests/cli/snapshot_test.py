@@ -22,6 +22,8 @@ from harness import Runner, describe, load
 import torch  # noqa: F401  (memory_viz below imports it too; fail here if missing)
 from torch.cuda import _memory_viz
 
+# The allocated peak of a real recording against the exporter's graph.
+REAL_RECORDING_TOLERANCE = 0.001
 GRAPH = "examples/gpt_tiny.graph.json"
 OTHER = "examples/cnn_small.joint.graph.json"
 ACTIONS = {"alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
@@ -306,8 +308,9 @@ def test_real_recording(r):
         return
     doc = load(out)
     err = doc["allocated_peak_error"]
-    r.check("real recording: allocated peak within 2%% (%+.3f%%)" % (100 * err), abs(err) < 0.02,
-            so)
+    # Measured +0.017% (README) and +0.028% (this tree, torch 2.14.1): 0.1% is ~4x that.
+    r.check("real recording: allocated peak within 0.1%% (%+.3f%%)" % (100 * err),
+            abs(err) <= REAL_RECORDING_TOLERANCE, so)
     r.check("real recording: aligned past the prediction's resident allocs",
             doc["aligned_at_predicted_alloc"] > 0 and doc["matching_allocs"] >= 1, so)
     print("real recording (models:cnn_small, batch 4, CPU): allocated peak %+.3f%%, aligned at "

@@ -9,8 +9,9 @@ of it but the GPU, on this machine, with the portable binary.
   every report and log;
 * a forced stop (SIGTERM while a case sleeps): the summary and the tarball
   are still written, status "signal";
-* a deadline too short for the cases: they are recorded as skipped or cut,
-  never silently dropped, and the script still ends with its three files;
+* a deadline too short for the cases: the summary lists the same cases as
+  the full run, by name and in order, each run or skipped with its reason,
+  none dropped; the script still ends with its three files;
 * a binary that does not run: memplan is built from source with only the
   header folders the GPU machine would get (MEMPLAN_HEADERS_DIR).
 
@@ -64,7 +65,17 @@ def load_out(c, out, what):
     return doc
 
 
+def expected_cases():
+    """The cases of a full dry run (cpu backend, host allocator): each example's
+    baseline and plan at 70%, then the Perfetto trace of gpt_tiny's plan."""
+    examples = sorted(f[:-len(".graph.json")] for f in os.listdir(os.path.join(ROOT, "examples"))
+                      if f.endswith(".graph.json"))
+    return ([f"{ex}.{program}.host" for ex in examples for program in ("baseline", "plan70")]
+            + ["gpt_tiny.plan70.trace"])
+
+
 def full_run(c, a, tmp):
+    """The full dry run; returns its case names (None when it wrote no summary)."""
     out = os.path.join(tmp, "full")
     p, secs = run(["--dry-run", "--binary", a.binary, "--out", out,
                    "--torch-python", a.torch_python])
@@ -72,7 +83,10 @@ def full_run(c, a, tmp):
     c.check(p.returncode == 0, "full: exit 0", p.stderr[-3000:])
     doc = load_out(c, out, "full")
     if not doc:
-        return
+        return None
+    names = [r["case"] for r in doc["cases"]]
+    c.check(names == expected_cases(), "full: every case of the full list, in order",
+            f"{names} vs {expected_cases()}")
     c.check(doc["status"] == "complete" and doc["dry_run"] is True, "full: status complete",
             doc["status"])
     c.check(doc["binary"] == "portable", "full: the portable binary was used", doc["binary"])
@@ -100,6 +114,7 @@ def full_run(c, a, tmp):
         c.check(f"./cases/{r['case']}.json" in members and f"./logs/{r['case']}.txt" in members,
                 f"full: the tarball holds {r['case']}'s report and log")
     c.check("./torch/torch_gpu_check.json" in members, "full: the tarball holds the PyTorch JSON")
+    return names
 
 
 def forced_stop(c, a, tmp):
@@ -132,7 +147,7 @@ def forced_stop(c, a, tmp):
         c.check(doc["cases_run"] > 0, "stopped: the cases that finished are kept")
 
 
-def short_deadline(c, a, tmp):
+def short_deadline(c, a, tmp, full_names):
     out = os.path.join(tmp, "deadline")
     # 16 s: 10 are kept for the summary, so the binary check and the probe
     # have 6 s to start (a tighter deadline made this test depend on when the
@@ -145,9 +160,23 @@ def short_deadline(c, a, tmp):
     c.check(p.returncode == 1, "deadline: exit 1 (cases did not run)", p.returncode)
     doc = load_out(c, out, "deadline")
     if doc:
-        c.check(doc["cases_skipped"] + doc["cases_failed"] > 0,
-                "deadline: cases past the deadline are recorded as skipped or cut",
+        c.check(doc["cases_skipped"] > 0, "deadline: cases past the deadline are skipped",
                 (doc["cases_skipped"], doc["cases_failed"]))
+        names = [r["case"] for r in doc["cases"]]
+        # The full run's list when it ran, else what it must hold: a dropped case shows.
+        want = full_names or expected_cases()
+        c.check(names == want, "deadline: the same cases as the full run, by name, in order",
+                f"missing {[n for n in want if n not in names]}, "
+                f"extra {[n for n in names if n not in want]}")
+        skipped = [r for r in doc["cases"] if r["exit"] == "skipped"]
+        c.check(all(r.get("skip_reason") for r in skipped), "deadline: each skipped case says why",
+                [r["case"] for r in skipped if not r.get("skip_reason")])
+        c.check(any(r["skip_reason"].startswith("past the deadline: ") for r in skipped)
+                and all(r["skip_reason"].startswith("past the deadline: ")
+                        or r["skip_reason"].endswith(" exited 124 (out of time: its own limit "
+                                                     "or the deadline)")
+                        for r in skipped), "deadline: the reasons name the deadline",
+                sorted({r.get("skip_reason") for r in skipped}))
 
 
 def fallback_build(c, a, tmp):
@@ -181,9 +210,9 @@ def main():
     c.check(os.access(a.binary, os.X_OK), "the portable binary exists", a.binary)
     c.check(os.access(a.torch_python, os.X_OK), "the torch python exists", a.torch_python)
     with tempfile.TemporaryDirectory() as tmp:
-        full_run(c, a, tmp)
+        full_names = full_run(c, a, tmp)
         forced_stop(c, a, tmp)
-        short_deadline(c, a, tmp)
+        short_deadline(c, a, tmp, full_names)
         if not a.skip_fallback:
             fallback_build(c, a, tmp)
     return c.summary()

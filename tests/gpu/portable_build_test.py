@@ -37,7 +37,7 @@ def main():
         c("nvcc is on PATH (CI must build the CUDA profiler)", False)
         return finish(c)
     r = subprocess.run([os.path.join(ROOT, "scripts", "build-portable.sh"), a.build_dir],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, timeout=1100)  # CTest's limit: 1200 s
     if not c.check(r.returncode == 0, "scripts/build-portable.sh builds",
                    r.stdout[-3000:] + r.stderr[-3000:]):
         return finish(c)
@@ -46,7 +46,7 @@ def main():
             "the script prints the binary's path last", r.stdout[-500:])
     size = os.path.getsize(binary)
     c.check(size < LIMIT, f"the binary is under 64 MiB ({size} bytes)")
-    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=60).stdout
     libs = {line.split()[0].rsplit("/", 1)[-1] for line in ldd.splitlines() if line.strip()}
     c.check(libs <= GLIBC, "ldd: nothing but glibc", ldd)
     c.check("libstdc++.so.6" not in libs and "libfmt.so.9" not in libs
@@ -55,7 +55,7 @@ def main():
 
     doctor_json = os.path.join(a.build_dir, "doctor.json")
     d = subprocess.run([binary, "doctor", "--no-device", "--json", doctor_json],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, timeout=60)
     c.check(d.returncode == 0, "memplan doctor runs", d.stderr)
     with open(doctor_json) as f:
         doc = json.load(f)
@@ -66,7 +66,8 @@ def main():
             "CUPTI is found and loaded at run time (this machine's toolkit)", doc["cupti"])
 
     env = dict(os.environ, MEMPLAN_CUPTI_LIBRARY="/nonexistent/libcupti.so.13")
-    d = subprocess.run([binary, "doctor", "--no-device"], capture_output=True, text=True, env=env)
+    d = subprocess.run([binary, "doctor", "--no-device"], capture_output=True, text=True, env=env,
+                       timeout=60)
     want = ("  cupti     CUPTI unavailable: no usable libcupti.so.13 (/nonexistent/libcupti.so.13: "
             "/nonexistent/libcupti.so.13: cannot open shared object file: No such file or "
             "directory); set MEMPLAN_CUPTI_LIBRARY to its path")

@@ -56,7 +56,7 @@ CASES = [
 
 
 def run(binary, *args):
-    return subprocess.run([binary, *args], capture_output=True, text=True)
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=300)
 
 
 def export_onnx(model, inputs, path, opset):

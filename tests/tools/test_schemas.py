@@ -373,7 +373,8 @@ class ReportSchema(unittest.TestCase):
 class Tools(unittest.TestCase):
     def run_tool(self, *args):
         p = subprocess.run([sys.executable, os.path.join(HERE, "validate_json.py")] + list(args),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                           timeout=120)
         return p.returncode, p.stdout, p.stderr
 
     def test_validate_json_cli(self):
@@ -401,7 +402,8 @@ class Tools(unittest.TestCase):
         committed = os.path.join(EXAMPLES, "gpt_tiny.graph.json")
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "gpt.json")
-            subprocess.check_call([sys.executable, os.path.join(EXAMPLES, "gen_gpt.py"), out])
+            subprocess.check_call([sys.executable, os.path.join(EXAMPLES, "gen_gpt.py"), out],
+                                  timeout=120)
             with open(out, "rb") as f, open(committed, "rb") as g:
                 self.assertEqual(f.read(), g.read(),
                                  "examples/gpt_tiny.graph.json is stale: rerun examples/gen_gpt.py")
