@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # memplan's planner against an exact optimum: a Checkmate-style MILP (bench/checkmate_milp.py,
 # HiGHS) over the repository's small example graphs and generated ones, at 90/70/50% of the
-# baseline peak and at the least peak memplan reaches (tight). Writes
-# bench/results/checkmate.json (raw) and bench/results/checkmate.md (tables and the model's
-# assumptions).
+# baseline peak and at the least peak memplan reaches (tight). Each budget is solved twice:
+# cold (no start, HiGHS defaults: what HiGHS finds on its own) and warm-started with
+# memplan's own program; only proven optima and proven (dual) bounds count as references.
+# Writes bench/results/checkmate.json (raw) and bench/results/checkmate.md (tables and the
+# model's assumptions).
 #
 #   bench/checkmate.sh [--memplan PATH] [--export-tool PATH] [--time-limit S] [--substages N]
-#                      [--out DIR]
+#                      [--out DIR] [--work DIR] [--note TEXT]
+#
+# --work DIR keeps the per-graph results, exports, plans and verify reports there (default:
+# a temporary folder, removed at the end); --note adds a line to the report's header.
 #
 # Needs: memplan and memplan_milp_export built (cmake --build BUILD --target memplan
-# memplan_milp_export), a Python with highspy (PYTHON, else .venv/bin/python, else python3).
-# Deterministic but for the HiGHS time limit (rows that hit it depend on the machine).
-# About 15-20 minutes on 2 cores with the defaults.
+# memplan_milp_export), a Python with highspy (PYTHON, else .venv/bin/python, else python3;
+# .venv/bin/pip install -r requirements/bench.txt).
+# Deterministic but for the HiGHS time limit (rows that hit it depend on the machine and
+# its load, recorded in the header). About 35-40 minutes on 2 cores with the defaults
+# (25 solves of each kind, most of the larger ones stopped by the 60 s limit).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +27,8 @@ EXPORT=""
 TIME_LIMIT=60
 SUBSTAGES=auto
 OUT="$ROOT/bench/results"
+KEEP=""
+NOTE=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --memplan) MEMPLAN="$2"; shift 2 ;;
@@ -27,7 +36,9 @@ while [[ $# -gt 0 ]]; do
     --time-limit) TIME_LIMIT="$2"; shift 2 ;;
     --substages) SUBSTAGES="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --work) KEEP="$2"; shift 2 ;;
+    --note) NOTE="$2"; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "checkmate.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -50,12 +61,17 @@ if [[ -z "$PY" ]]; then
   fi
 fi
 if ! "$PY" -c 'import highspy' 2>/dev/null; then
-  echo "checkmate.sh: $PY has no highspy (pip install highspy)" >&2
+  echo "checkmate.sh: $PY has no highspy (pip install -r requirements/bench.txt)" >&2
   exit 2
 fi
 
-WORK=$(mktemp -d /tmp/memplan_checkmate.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+if [[ -n "$KEEP" ]]; then
+  mkdir -p "$KEEP"
+  WORK=$(cd "$KEEP" && pwd)
+else
+  WORK=$(mktemp -d /tmp/memplan_checkmate.XXXXXX)
+  trap 'rm -rf "$WORK"' EXIT
+fi
 mkdir -p "$OUT" "$WORK/graphs"
 
 # The examples that have something to plan (densenet_toy and the MLPs peak at the end of
@@ -70,6 +86,7 @@ for spec in chain:50 resnet:50 transformer:50; do
 done
 
 start=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
 results=()
 for g in "${GRAPHS[@]}"; do
   name=$(basename "$g" .json)
@@ -81,6 +98,7 @@ for g in "${GRAPHS[@]}"; do
   results+=("$WORK/$name.result.json")
 done
 total=$(( $(date +%s) - start ))
+load_end=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
 
 commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
@@ -89,12 +107,17 @@ fi
 cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || true)
 machine="$(uname -sm), ${cpu:-unknown cpu}, $(nproc) cores"
 meta=$("$PY" - "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$machine" "$commit" "$MEMPLAN" \
-  "$("$MEMPLAN" --version 2>/dev/null || echo unknown)" "$TIME_LIMIT" "$SUBSTAGES" "$total" <<'EOF'
+  "$("$MEMPLAN" --version 2>/dev/null || echo unknown)" "$TIME_LIMIT" "$SUBSTAGES" "$total" \
+  "load average (1/5/15 min) $load_start at the start, $load_end at the end" "$NOTE" <<'EOF'
 import json, sys
-d, m, c, exe, ver, tl, sub, tot = sys.argv[1:]
-print(json.dumps({"date": d, "machine": m, "commit": c, "memplan": exe, "memplan_version": ver,
-                  "time_limit_s": float(tl), "substages": sub,
-                  "objective": "time (roofline, h100)", "total_s": int(tot)}))
+d, m, c, exe, ver, tl, sub, tot, load, note = sys.argv[1:]
+meta = {"date": d, "machine": m, "commit": c, "memplan": exe, "memplan_version": ver,
+        "time_limit_s": float(tl), "substages": sub, "objective": "time (roofline, h100)",
+        "solves": "cold (no start, HiGHS defaults) and warm (memplan's program as the start)",
+        "total_s": int(tot), "load": load}
+if note:
+    meta["note"] = note
+print(json.dumps(meta))
 EOF
 )
 "$PY" "$ROOT/bench/checkmate_milp.py" render "${results[@]}" --meta "$meta" \

@@ -160,6 +160,10 @@ def tables(rows):
            "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for r in rows:
         if "error" not in r:
+            if r.get("unverified"):  # figures from a separate run, typed in by hand
+                out.append(f"| {r['model']} | **unverified** (typed by hand, not produced by "
+                           f"this script): {r.get('failure', '?')} |")
+                continue
             out.append(f"| {r['model']} | failed: {r.get('failure', '?')} |")
             continue
         mods = r["plan_modules"]

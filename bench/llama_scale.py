@@ -1,7 +1,7 @@
 """Llama-shaped models at scale (issue 17, "At scale"): Llama-2 7B, 13B and 70B
 shapes, exported on the meta device, one rank's training step under FSDP2 on
 8 to 512 ranks of 80 GB, with and without memplan's checkpoint plans; beside
-them DeepSpeed's ZeRO-3 and accelerate's model-state estimates.
+them DeepSpeed's ZeRO-3 formula (re-implemented) and accelerate's model-state estimates.
 
 For each model (exported once, cached in --work) and each world size N:
   analyze   memplan analyze, micro-batch 1 x seq 4096, Adam, --parallel fsdp
@@ -18,8 +18,8 @@ For each model (exported once, cached in --work) and each world size N:
             granularity: the largest micro-batch per rank that fits, with the
             baseline program and with checkpointing
 Every memplan call is timed (wall seconds, max RSS; target: under 10 s on the
-2 cores here). Peers, per rank: DeepSpeed's estimate_zero3_model_states_mem_needs
-(no offload), accelerate estimate-memory's "Training using Adam" figure.
+2 cores here). Peers, per rank: DeepSpeed's formula, re-implemented
+(estimate_zero3_model_states_mem_needs, no offload; deepspeed is not installed), accelerate estimate-memory's "Training using Adam" figure.
 
 Usage: bench/llama_scale.py [--memplan PATH] [--work DIR] [--models 7b,13b,70b]
        [--worlds 8,16,...] [--per-rank 64] [--timeout S] [--op-search-models 7b]
@@ -491,7 +491,8 @@ def write_md(doc, path):
         w("")
         w("| ranks | peak, no plan | plan (op) | plan (layers) | lowest (layers) | micro-batch, no plan | "
           "micro-batch, plan (op) | micro-batch, plan (layers) | micro-batch, plan (layers), "
-          "80 GB reserved | memplan model states | DeepSpeed ZeRO-3 | accelerate (1 device) |")
+          "80 GB reserved | memplan model states | "
+          "DeepSpeed ZeRO-3 (its formula, re-implemented) | accelerate (1 device) |")
         w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in mr["worlds"]:
             a = r["analyze_b1"]
@@ -573,11 +574,13 @@ def write_readme(doc, path):
       "step: `--global-batch` plans on allocated bytes, as the other columns do); *lowest* is "
       "the micro-batch-1 peak with every layer checkpointed. *Model states* are memplan's sharded "
       "parameters, gradients and Adam state per rank (16 B per parameter / ranks). DeepSpeed: "
-      "`estimate_zero3_model_states_mem_needs` per GPU (no offload); accelerate: "
+      "DeepSpeed's formula, re-implemented (its function is not run: deepspeed is not "
+      "installed), `estimate_zero3_model_states_mem_needs` per GPU (no offload); accelerate: "
       "`estimate-memory`'s fp32 *Training using Adam* (one device, not sharded). GB = 10^9 B.")
     w("")
     w("| model | ranks | peak, no plan | reserved, no plan | lowest, layers checkpointed | "
-      "micro-batch: no plan / op plan / layers / layers, reserved | memplan model states | DeepSpeed ZeRO-3 | "
+      "micro-batch: no plan / op plan / layers / layers, reserved | memplan model states | "
+      "DeepSpeed ZeRO-3 (its formula, re-implemented) | "
       "accelerate |")
     w("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     for key, mr in doc["models"].items():
@@ -791,7 +794,9 @@ METHOD = [
     "so the micro-batch-1 peak there is a little above the analyze figure).",
     "memplan model states = sharded parameters + sharded gradients + Adam state per rank "
     "(16 B/parameter / N, fp32), from the report's `parallel` figures.",
-    "DeepSpeed: `estimate_zero3_model_states_mem_needs` (deepspeed/runtime/zero/stage3.py), "
+    "DeepSpeed: DeepSpeed's formula, re-implemented in bench/llama_scale.py (deepspeed is not "
+    "installed, its function is not run): `estimate_zero3_model_states_mem_needs` "
+    "(deepspeed/runtime/zero/stage3.py), "
     "cpu_offload=False, per GPU = 4 x largest_layer_params + int(18 x total_params / total_gpus): "
     "DeepSpeed's mixed-precision model states (fp16 weights and grads, fp32 master and Adam) and "
     "the gathered largest layer (here the embedding or lm_head); no activations. Counted as its "

@@ -3,8 +3,8 @@
 # shapes exported with --device meta (cached in $LLAMA_SCALE_WORK, default
 # /tmp/llama_scale: the 70B export takes minutes), then per world size 8..512
 # one rank's FSDP step against 80 GB: peak without and with memplan's plans,
-# the largest micro-batch that fits, DeepSpeed's ZeRO-3 and accelerate's
-# model-state estimates, and the wall time of every memplan call.
+# the largest micro-batch that fits, DeepSpeed's ZeRO-3 formula (re-implemented)
+# and accelerate's model-state estimates, and the wall time of every memplan call.
 # Writes bench/results/llama_scale.json, bench/results/llama_scale.md and a
 # README section (/tmp/llama_scale_readme.md unless --readme says otherwise).
 #
@@ -14,7 +14,8 @@
 # (default build/cli/memplan). accelerate (for its estimate-memory figures)
 # goes into $PEERS_SITE (default ~/.cache/memplan-peers-site, shared with
 # bench/peers.sh) with pip --target --no-deps, so the shared .venv is left as
-# it is. DeepSpeed's formula is written out in bench/llama_scale.py.
+# it is. DeepSpeed's formula is re-implemented in bench/llama_scale.py (deepspeed is
+# not installed; its function is not run).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"

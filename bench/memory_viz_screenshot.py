@@ -12,6 +12,8 @@ Three pages, each rendered with headless Chromium (DOM dump and screenshot):
              path);
   trace      torch.cuda._memory_viz.trace_plot(snapshot) (Python re-pickles it);
   segments   torch.cuda._memory_viz.segment_plot(snapshot).
+A consistency and compatibility check, not a measurement: every byte figure the viewer shows
+is memplan's own prediction read back (the JSON's "kind" says so).
 Checks: each page drew (the timeline's polygons, one per allocation drawn plus the
 summarized band, or the segment view's rectangles, and its "reserved" line is the bytes of
 the snapshot's segments), no JavaScript error, and the screenshot shows the viewer's palette. Writes OUT/{raw,trace,segments}.png and OUT/memory_viz.json.
@@ -38,6 +40,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
 from report_test import png_colors  # noqa: E402
 CDN_IMPORT = re.compile(r'import \{add_local_files\} from "[^"]*MemoryViz\.js"')
+# What this is (written into memory_viz.json): no figure here is measured.
+KIND = ("consistency check, not a measurement: PyTorch's viewer draws memplan's own predicted "
+        "snapshot; every byte figure in it (allocations, peak, reserved segments) is memplan's "
+        "prediction read back, and reserved_shown == reserved_in_segments compares memplan's "
+        "snapshot with itself. What it shows is that the viewer reads memplan's pickle and draws "
+        "it.")
 TABLEAU10 = ["#4e79a7", "#f28e2c", "#e15759", "#76b7b2", "#59a14f", "#edc949"]
 
 PAGE = """<!DOCTYPE html>
@@ -137,7 +145,7 @@ def main():
 
     results, failed = {"graph": os.path.relpath(args.graph, ROOT), "set": args.set,
                        "pickle_bytes": len(raw), "trace_entries": len(trace),
-                       "allocs": allocs, "pages": {}}, 0
+                       "allocs": allocs, "kind": KIND, "pages": {}}, 0
     for name in pages:
         png = os.path.join(args.out, name + ".png")
         dom = render(chromium, "http://127.0.0.1:%d/%s.html" % (port, name), png)

@@ -21,10 +21,16 @@ Per model (a subprocess each; bench/results/peers.json gets the row after each):
      applied with torch.utils.checkpoint and measured at the same budgets.
   3. Estimators of a step with Adam (foreach=False) against its measured peak:
      memplan analyze --optimizer adam, MemTracker (FakeTensorMode and real),
-     accelerate estimate-memory's training figure, DeepSpeed's
-     estimate_zero2_model_states_mem_needs.
+     accelerate estimate-memory's training figure, and DeepSpeed's formula,
+     re-implemented (estimate_zero2_model_states_mem_needs written out in
+     peers_lib.py: deepspeed is not installed, its function is not run).
+
+Budgets are compared strictly: a measured peak one byte over its budget is over
+(OVER_BUDGET_SLACK = 0). `--render` re-derives the summaries and peers.md from
+the raw measurements already in peers.json, without running anything.
 
 Usage: bench/peers.py [--memplan PATH] [--quick] [--models a,b] [--json OUT] [--md OUT]
+       bench/peers.py --render [--json IN] [--md OUT]
        (.venv/bin/python; pulp, pwlf, scipy, psutil and accelerate on PYTHONPATH:
        bench/peers.sh installs them into a folder of its own)
 """
@@ -60,6 +66,9 @@ MODELS = {
 INDUCTOR = ["models:gpt_small"]
 GPU_TYPE = "NVIDIA H100"  # the datasheet the roofline workaround pins
 TIMEOUT_S = 900
+# A measured peak over its budget by more than this fraction counts as over budget: 0, strict
+# (runs before 2026-12-03 allowed +0.1%, which hid 7 of 48 memplan rows, all under 0.003%).
+OVER_BUDGET_SLACK = 0.0
 
 
 def err_text(e):
@@ -345,8 +354,29 @@ def rises(points):
             if a[1] is not None and b[1] is not None and b[1] > a[1]]
 
 
+def over_budget(p):
+    """True when the measured peak exceeds the budget (strictly, OVER_BUDGET_SLACK = 0)."""
+    m, b = p.get("measured_peak_bytes"), p.get("budget_bytes")
+    return m is not None and b is not None and m > b * (1 + OVER_BUDGET_SLACK)
+
+
+def no_plan(p):
+    """memplan exited 3: no plan under the budget; the plan applied is its lowest peak."""
+    return p.get("exit") == 3 or p.get("fits_predicted") is False
+
+
+def fits_cell(p):
+    """'yes', or 'no' with the bytes and the fraction over; '; exit 3' when memplan found no
+    plan under the budget."""
+    m, b = p["measured_peak_bytes"], p["budget_bytes"]
+    cell = "yes" if not over_budget(p) else f"**no** (+{m - b:,} B, {pct(rel(m, b), digits=4)})"
+    if no_plan(p):
+        cell += "; exit 3"
+    return cell
+
+
 def summarize(row):
-    s = {}
+    s = {"over_budget_slack": OVER_BUDGET_SLACK}
     comp = [(r["budget"], r.get("peak_bytes")) for r in row.get("compile", [])]
     s["compile_rises"] = rises(comp)
     s["compile_monotone"] = not s["compile_rises"]
@@ -358,15 +388,57 @@ def summarize(row):
                      for p in row.get(key, []) if "budget_bytes" in p], reverse=True)
         s[key + "_rises"] = rises(mp)
         s[key + "_monotone"] = not s[key + "_rises"]
-        s[key + "_over_budget"] = sum(1 for p in row.get(key, [])
-                                      if (p.get("measured_vs_budget") or 0) > 0.001)
+        s[key + "_over_budget"] = sum(1 for p in row.get(key, []) if over_budget(p))
+        s[key + "_exit3"] = sum(1 for p in row.get(key, []) if no_plan(p))
     ts = sorted([(r["budget_bytes"], r.get("measured_peak_bytes"))
                  for r in row.get("torch_sac", {}).get("rows", [])], reverse=True)
     s["torch_sac_rises"] = rises(ts)
     s["torch_sac_monotone"] = not s["torch_sac_rises"]
     s["torch_sac_over_budget"] = sum(1 for r in row.get("torch_sac", {}).get("rows", [])
-                                     if (r.get("measured_vs_budget") or 0) > 0.001)
+                                     if over_budget(r))
     row["summary"] = s
+
+
+TOOLS = (("memplan", "memplan sac"), ("memplan_module", "memplan module"),
+         ("torch_sac", "torch SAC (workarounds)"))
+
+
+def tool_rows(row, key):
+    return row.get("torch_sac", {}).get("rows", []) if key == "torch_sac" else row.get(key, [])
+
+
+def totals(doc):
+    """Counts over every job, compared strictly, and each row over budget or without a plan
+    (exit 3) with its figures (the JSON's "totals")."""
+    t = {"over_budget_slack": OVER_BUDGET_SLACK, "rows_over_budget": [], "rows_exit3": []}
+    for key, _ in TOOLS:
+        measured = over = exit3 = distinct_over = 0
+        for row in doc["rows"]:
+            for p in tool_rows(row, key):
+                if "measured_peak_bytes" not in p:
+                    continue
+                measured += 1
+                item = {"tool": key, "model": row.get("label", row.get("model")),
+                        "backend": row.get("backend"), "budget": p["budget"],
+                        "budget_bytes": p["budget_bytes"],
+                        "predicted_peak_bytes": p.get("predicted_peak_bytes",
+                                                      p.get("ilp_peak_bytes")),
+                        "measured_peak_bytes": p["measured_peak_bytes"],
+                        "over_bytes": p["measured_peak_bytes"] - p["budget_bytes"],
+                        "measured_vs_budget": rel(p["measured_peak_bytes"], p["budget_bytes"]),
+                        "exit": p.get("exit"), "same_as": p.get("same_as")}
+                if over_budget(p):
+                    over += 1
+                    distinct_over += p.get("same_as") is None
+                    t["rows_over_budget"].append(item)
+                if key != "torch_sac" and no_plan(p):
+                    exit3 += 1
+                    t["rows_exit3"].append(item)
+        t[key] = {"measured": measured, "over_budget": over,
+                  "over_budget_distinct": distinct_over}
+        if key != "torch_sac":
+            t[key]["exit3"] = exit3
+    return t
 
 
 MiB = 2 ** 20
@@ -433,15 +505,29 @@ def write_md(doc, path):
     rows = doc["rows"]
 
     # ---- summary
+    t = doc.get("totals") or totals(doc)
     L.append("## Summary\n")
+    mp, mm, ts_ = t["memplan"], t["memplan_module"], t["torch_sac"]
+    n_mem = mp["measured"] + mm["measured"]
+    L.append(f"Measured peaks against their budgets, compared strictly (no slack): memplan's "
+             f"plans are over budget in **{mp['over_budget'] + mm['over_budget']} of {n_mem}** "
+             f"measured rows (sac {mp['over_budget']} of {mp['measured']}, module "
+             f"{mm['over_budget']} of {mm['measured']}; "
+             f"{mp['over_budget_distinct'] + mm['over_budget_distinct']} distinct measurements, "
+             f"the others rows that reuse an earlier row's plan, `same_as`); "
+             f"{mp['exit3'] + mm['exit3']} rows are exit 3 (memplan said no plan fits and the "
+             f"plan with its lowest peak was applied). PyTorch's automatic SAC: over budget in "
+             f"{ts_['over_budget']} of {ts_['measured']} measured rows. Every such row, with its "
+             f"figures, is listed under *Over budget, and exit 3* below.\n")
     L.append("| model | backend | torch.compile peak monotone? (rises) | its lowest peak vs eager "
              "| memplan sac / module monotone? | memplan sac / module measured over budget "
-             "| torch SAC (workarounds) monotone? | over budget | failed rows |")
-    L.append("|---|---|:---:|---:|:---:|:---:|:---:|:---:|:---:|")
+             "(strict) | memplan sac / module exit 3 | torch SAC (workarounds) monotone? "
+             "| over budget (strict) | failed rows |")
+    L.append("|---|---|:---:|---:|:---:|:---:|:---:|:---:|:---:|:---:|")
     for row in rows:
         if "summary" not in row:
             L.append(f"| {md_escape(row.get('label', row['model']))} | {row.get('backend')} | "
-                     "failed | | | | | | |")
+                     "failed | | | | | | | |")
             continue
         s = row["summary"]
         n = len(row["memplan"])
@@ -452,9 +538,34 @@ def write_md(doc, path):
                  f"{pct(s['compile_lowest_peak_vs_eager'] - 1)} | "
                  f"{yn(s['memplan_monotone'])} / {yn(s['memplan_module_monotone'])} | "
                  f"{s['memplan_over_budget']} / {s['memplan_module_over_budget']} of {n} | "
+                 f"{s.get('memplan_exit3', 0)} / {s.get('memplan_module_exit3', 0)} of {n} | "
                  f"{yn(s['torch_sac_monotone']) if ts else '—'} | "
                  f"{s['torch_sac_over_budget']} of {len(ts)} | "
                  f"{sum(1 for r in ts if 'error' in r)} of {len(ts)} |")
+    L.append("")
+    L.append("### Over budget, and exit 3\n")
+    L.append("Each measured row over its budget (strictly) or for which memplan exited 3; "
+             "*same as*: the row reuses the plan and measurement of the row at that budget "
+             "knob.\n")
+    L.append("| tool | model | backend | budget (knob) | budget B | predicted / ILP peak B "
+             "| measured B | over by | memplan exit | same as |")
+    L.append("|---|---|---|---:|---:|---:|---:|---:|:---:|:---:|")
+    names = dict(TOOLS)
+    seen = set()
+    for it in t["rows_over_budget"] + t["rows_exit3"]:
+        k = (it["tool"], it["model"], it["backend"], it["budget"])
+        if k in seen:
+            continue
+        seen.add(k)
+        over = it["over_bytes"]
+        pred = it["predicted_peak_bytes"]
+        L.append(f"| {names[it['tool']]} | {md_escape(it['model'])} | {it['backend']} | "
+                 f"{it['budget']} | {it['budget_bytes']:,} | "
+                 f"{'—' if pred is None else format(pred, ',')} | "
+                 f"{it['measured_peak_bytes']:,} | "
+                 f"{'+' if over > 0 else ''}{over:,} B ({pct(it['measured_vs_budget'], digits=4)}) | "
+                 f"{'—' if it['exit'] is None else it['exit']} | "
+                 f"{'—' if it['same_as'] is None else it['same_as']} |")
     L.append("")
 
     # ---- 1. torch.compile
@@ -469,8 +580,9 @@ def write_md(doc, path):
              "modules, applied as selective activation checkpointing by `memplan.torch."
              "apply_plan`; a module whose ops all recompute is wrapped plainly, without a "
              "policy: *wraps N, M with a policy*); *memplan module*: `--granularity module` (whole modules in "
-             "`torch.utils.checkpoint`); both run eagerly. *Fits*: the measured peak within "
-             "the budget (+0.1%); *exit 3*: memplan found no plan under the budget and the "
+             "`torch.utils.checkpoint`); both run eagerly. *Fits*: the measured peak at or "
+             "under the budget, compared strictly (no slack: a byte over is **no**, with the "
+             "bytes over); *exit 3*: memplan found no plan under the budget and the "
              "plan applied is its lowest. ↑ marks a measured peak above the previous row's "
              "although that tool's budget did not rise. A row whose memplan budget equals an "
              "earlier row's reuses that row's plan and figures (`same_as` in the JSON).\n")
@@ -503,10 +615,7 @@ def write_md(doc, path):
             up = " ↑" if last and p["budget_bytes"] <= last[0] and \
                 p["measured_peak_bytes"] > last[1] else ""
             prev[key] = (p["budget_bytes"], p["measured_peak_bytes"])
-            fits = "yes" if p["measured_vs_budget"] <= 0.001 else \
-                f"no ({pct(p['measured_vs_budget'])})"
-            if not p.get("fits_predicted", True):
-                fits += "; exit 3"
+            fits = fits_cell(p)
             wraps = ""
             if p.get("granularity") == "sac":
                 wraps = f"; wraps {len(p.get('modules', []))}, {len(p.get('policy_modules', []))} " \
@@ -598,8 +707,7 @@ def write_md(doc, path):
                              f"returned -1) | — | — | — | — | {mib(p.get('measured_peak_bytes'))} "
                              f"| {mcell(p)} | {mcell(mpm.get(r['budget'], {}))} |")
                 else:
-                    fits = "yes" if r["measured_vs_budget"] <= 0.001 else \
-                        f"no ({pct(r['measured_vs_budget'])})"
+                    fits = fits_cell(r)
                     L.append(f"| {r['budget']} | {mib(r['budget_bytes'])} | {mods} | "
                              f"{mib(r['ilp_peak_bytes'])} | {mib(r['measured_peak_bytes'])} | "
                              f"{fits} | {sec(r['step_seconds'])} ({pct(r['overhead'])}) | "
@@ -625,13 +733,14 @@ def write_md(doc, path):
              "tensors. accelerate: `accelerate estimate-memory`'s *Training using Adam* column "
              "from accelerate's own code (`calculate_maximum_sizes`, largest value of "
              "`estimate_training_usage(size, \"float32\")` = 4 x the model's bytes; model states "
-             "only, no activations). DeepSpeed: `estimate_zero2_model_states_mem_needs(params, "
-             "1 GPU, cpu_offload=False)`'s GPU figure, 4·P + 16·P bytes (DeepSpeed "
-             "`deepspeed/runtime/zero/stage_1_and_2.py`; written out in `peers_lib.py`, "
-             "deepspeed is not installed; it assumes fp16 weights with fp32 master weights and "
-             "Adam state, model states only). Error = (estimate − measured) / measured.\n")
+             "only, no activations). DeepSpeed's formula, re-implemented (not DeepSpeed's "
+             "function run: deepspeed is not installed): the GPU figure of "
+             "`estimate_zero2_model_states_mem_needs(params, 1 GPU, cpu_offload=False)`, "
+             "4·P + 16·P bytes, as DeepSpeed's `deepspeed/runtime/zero/stage_1_and_2.py` "
+             "computes it, written out in `peers_lib.deepspeed_zero2_estimate`; it assumes fp16 "
+             "weights with fp32 master weights and Adam state, model states only). Error = (estimate − measured) / measured.\n")
     L.append("| model | measured MiB | memplan | MemTracker (fake) | MemTracker (real) | "
-             "accelerate | DeepSpeed ZeRO-2 |")
+             "accelerate | DeepSpeed ZeRO-2 (DeepSpeed's formula, re-implemented) |")
     L.append("|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         est = row.get("estimators")
@@ -692,9 +801,24 @@ def main():
                     help="jobs to run: aot_eager (every model), inductor (the models of INDUCTOR)")
     ap.add_argument("--json", default=os.path.join(BENCH, "results", "peers.json"))
     ap.add_argument("--md", default=os.path.join(BENCH, "results", "peers.md"))
+    ap.add_argument("--render", action="store_true",
+                    help="run nothing: re-derive the summaries and totals from the raw "
+                         "measurements in --json, rewrite it and --md")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.memplan = os.path.abspath(args.memplan)
+    if args.render:
+        with open(args.json) as f:
+            doc = json.load(f)
+        for row in doc["rows"]:
+            if "compile" in row:
+                summarize(row)
+        doc["totals"] = totals(doc)
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+        write_md(doc, args.md)
+        print(f"wrote {args.json} and {args.md} from the measurements in {args.json}")
+        return 0
     if args.one:
         spec, batch, shape, backend, budgets, full = json.loads(args.one)
         row = job(spec, batch, tuple(shape) if shape else None, backend, budgets,
@@ -733,6 +857,7 @@ def main():
         if "compile" in row:
             summarize(row)
         doc["rows"].append(row)
+        doc["totals"] = totals(doc)
         doc["header"]["seconds"] = round(time.time() - t0)
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)

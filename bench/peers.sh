@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # memplan beside PyTorch's memory tools (issue 16, "peers"): torch.compile's
 # activation_memory_budget, PyTorch's automatic SAC (SACEstimator + sac_ilp),
-# MemTracker, accelerate's and DeepSpeed's formulas, on the same CPU steps.
+# MemTracker, accelerate's formula and DeepSpeed's formula, re-implemented
+# (deepspeed is not installed), on the same CPU steps.
 # Writes bench/results/peers.json and bench/results/peers.md.
 #
 #   bench/peers.sh [--memplan PATH] [--quick] [other bench/peers.py options]

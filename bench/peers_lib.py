@@ -11,7 +11,8 @@ an optimizer step), every estimate from the peer's own code.
   measure_adam_step(...)      peak of forward + loss + backward + Adam.step()
   memtracker_peak(...)        torch.distributed._tools.mem_tracker.MemTracker
   accelerate_estimate(model)  accelerate estimate-memory's training figure
-  deepspeed_zero2_estimate(n) DeepSpeed's estimate_zero2_model_states_mem_needs
+  deepspeed_zero2_estimate(n) DeepSpeed's formula, re-implemented:
+                              estimate_zero2_model_states_mem_needs
   TorchSacIlp                 SACEstimator + MemTracker + RuntimeEstimator ->
                               sac_milp -> per-module SAC policies, applied with
                               torch.utils.checkpoint
@@ -164,9 +165,10 @@ def accelerate_estimate(model):
 
 def deepspeed_zero2_estimate(total_params, num_gpus_per_node=1, num_nodes=1,
                              cpu_offload=False, additional_buffer_factor=1.5):
-    """DeepSpeed's estimate_zero2_model_states_mem_needs
+    """DeepSpeed's formula, re-implemented (its function is not run): the
+    arithmetic of estimate_zero2_model_states_mem_needs
     (deepspeed/runtime/zero/stage_1_and_2.py), written out because deepspeed
-    is not installed here; the same arithmetic:
+    is not installed here:
         gpu = 4 * params + int(16 * params / total_gpus)      (no offload)
         gpu = 2 * params                                      (cpu_offload)
     Returns (cpu_mem, gpu_mem) in bytes as it does."""
