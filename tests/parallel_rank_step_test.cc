@@ -117,9 +117,13 @@ TEST_CASE("parallel: zero1 keeps the optimizer state of its own parameters") {
   CHECK(g0.FindOp("w2.adam_step") >= 0);
   CHECK(g1.FindOp("w1.adam_step") >= 0);
   CHECK(g1.FindTensor("w0.exp_avg") < 0);
-  // The peak is in the backward (f2.bw), with the state resident.
+  // The peak is in a single-tensor Adam update: its workspace is 2 b(p) plus
+  // the previous update's denom on this rank. ddp and rank 0 peak at an
+  // update that follows another (3U); rank 1 updates w1 alone (2U).
   CHECK(Run(ddp).peak_bytes - Run(g0).peak_bytes == 2 * U);
-  CHECK(Run(g0).peak_bytes - Run(g1).peak_bytes == 2 * U);
+  CHECK(Run(g0).peak_bytes - Run(g1).peak_bytes == 2 * U + U);
+  CHECK(g1.ops[g1.FindOp("w1.adam_step")].workspace_bytes == 2 * U);
+  CHECK(g0.ops[g0.FindOp("w2.adam_step")].workspace_bytes == 3 * U);
 }
 
 TEST_CASE("parallel: fsdp gathers each module's shards before its forward and backward") {

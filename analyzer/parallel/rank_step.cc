@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "analyzer/optimizer_state.h"
 #include "analyzer/sac_policy.h"
 
 namespace memplan::parallel {
@@ -197,20 +198,39 @@ bool ShardOptimizerState(const ParallelOptions& options, Graph* g, RankStats* st
   int64_t rank = options.rank;
   if (rank < 0) rank = std::max_element(state.begin(), state.end()) - state.begin();
   stats->rank = rank;
+  // The rank's update ops run where the first one stood, in the order
+  // ZeroRedundancyOptimizer hands its local optimizer the parameters:
+  // descending numel, stable (_partition_parameters).
+  std::vector<int> rank_of_sorted(g->tensors.size(), 0);
+  for (size_t i = 0; i < sorted.size(); ++i) rank_of_sorted[sorted[i]] = static_cast<int>(i);
   std::vector<bool> drop(g->tensors.size(), false);
-  std::vector<Op> ops;
+  std::vector<Op> ops, kept_updates;
+  size_t updates_at = std::string::npos;
   for (Op& op : g->ops) {
-    if (op.phase == Phase::kOptimizer && !op.inputs.empty() && owner[op.inputs[0]] != rank) {
-      for (int t : op.inputs)
-        if (g->tensors[t].kind == TensorKind::kOptimizerState) drop[t] = true;
+    if (op.phase == Phase::kOptimizer && !op.inputs.empty()) {
+      if (updates_at == std::string::npos) updates_at = ops.size();
+      if (owner[op.inputs[0]] != rank) {
+        for (int t : op.inputs)
+          if (g->tensors[t].kind == TensorKind::kOptimizerState) drop[t] = true;
+      } else {
+        kept_updates.push_back(std::move(op));
+      }
       continue;
     }
     ops.push_back(std::move(op));
   }
+  std::stable_sort(kept_updates.begin(), kept_updates.end(), [&](const Op& a, const Op& b) {
+    return rank_of_sorted[a.inputs[0]] < rank_of_sorted[b.inputs[0]];
+  });
+  ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(updates_at),
+             std::make_move_iterator(kept_updates.begin()),
+             std::make_move_iterator(kept_updates.end()));
   g->ops = std::move(ops);
   g->op_index.Clear();
   RemoveTensors(g, drop);
-  return g->Finalize(err);
+  if (!g->Finalize(err)) return false;
+  SetOptimizerWorkspaces(g);  // the previous parameter is now the rank's
+  return true;
 }
 
 struct Unit {
@@ -363,7 +383,6 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
   std::vector<std::vector<Op>> before(g->ops.size()), after(g->ops.size());
   std::vector<int> unsharded(n_tensors, -1), unsharded_bw(n_tensors, -1),
       sharded_grad(n_tensors, -1);
-  std::vector<double> shard_fraction(n_tensors, 1.0);
   // Units in the order their backward starts, for the prefetch: each unit's
   // parameters are gathered at the previous unit's pre-backward (the first
   // unit's at its own).
@@ -423,7 +442,6 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       else
         param.shape[0] = Dim{shard_rows, ""};
       for (size_t d = 1; d < param.shape.size(); ++d) param.shape[d].symbol.clear();
-      shard_fraction[p] = full.numel > 0 ? static_cast<double>(shard_rows * rest) / full.numel : 0;
       const int64_t padded_bytes = shard_rows * world * rest * DTypeSize(compute);
       gather_flat += padded_bytes;
       // The shard cast to the compute dtype, the all-gather's input.
@@ -631,8 +649,6 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       t = op.phase == Phase::kBackward && unsharded_bw[t] >= 0 ? unsharded_bw[t] : unsharded[t];
     }
     if (op.phase == Phase::kOptimizer && !op.inputs.empty()) {
-      const double fraction = shard_fraction[op.inputs[0]];
-      op.workspace_bytes = static_cast<int64_t>(op.workspace_bytes * fraction);
       const Tensor& param = g->tensors[op.inputs[0]];
       for (int t : op.inputs) {
         Tensor& s = g->tensors[t];
@@ -704,6 +720,8 @@ bool MakeRankStep(const ParallelOptions& options, Graph* g, RankStats* stats, st
       break;
   }
   if (!ok || !g->Finalize(err)) return false;
+  // FSDP's optimizer updates the shards: its temporaries are shard-sized.
+  if (options.strategy == Strategy::kFsdp) SetOptimizerWorkspaces(g);
   for (const Tensor& t : g->tensors) {
     if (t.kind == TensorKind::kParameter) stats->parameter_bytes += t.bytes;
     if (t.kind == TensorKind::kOptimizerState) stats->optimizer_state_bytes += t.bytes;
