@@ -426,6 +426,7 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
             ws = (ws_fw if phase == "forward" else ws_bw).get(node.name, 0)
             if ws >= WORKSPACE_MIN:
                 op["workspace_bytes"] = ws
+                op["workspace_source"] = "measured"  # _workspace.py's sources
                 stats["workspace_ops"] += 1
             if phase == "forward" and CHECKPOINT_KEY in node.meta:
                 regions[op_id] = node.meta[CHECKPOINT_KEY]
@@ -604,6 +605,7 @@ def fuse_silu_backward(ops, tensors, stats):
         gop["type"] = "aten.silu_backward.default"
         gop["inputs"] = [grad, x]
         gop.pop("workspace_bytes", None)
+        gop.pop("workspace_source", None)
         drop.update(part)
         for o in made:
             del tensors[o]

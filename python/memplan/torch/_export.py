@@ -27,7 +27,8 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
            with_stats: bool = False, record_inplace: bool = True, target_device: str = "cpu",
            workspace: str = "rules", times: bool = False,
            loss_fn: Optional[Callable[..., torch.Tensor]] = None,
-           autocast: Optional[str] = None, hold_outputs: bool = True) -> Any:
+           autocast: Optional[str] = None, hold_outputs: bool = True,
+           workspace_overrides: Optional[Dict[str, int]] = None) -> Any:
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
@@ -49,7 +50,10 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     = model(x); loss = loss_fn(out, y); loss.backward()`, the default: it
     never under-predicts such a loop); False: it drops the output once the
     loss is computed (HF Trainer, Lightning). The graph says which
-    (source.outputs_held)."""
+    (source.outputs_held). workspace_overrides: {op id: bytes} replacing
+    those ops' scratch (workspace_source "override"; _workspace.py). Each op's
+    workspace_source and the graph's source.workspace say where its scratch
+    came from."""
     warn_untested("torch", torch.__version__, TESTED_TORCH)
     if "transformers" in sys.modules:
         warn_untested("transformers", sys.modules["transformers"].__version__,
@@ -87,8 +91,12 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     stats["checkpoint_regions"] = len(set(regions.values()))
     stats["recomputed_ops"] = inline_recompute(graph, regions)
     if workspace == "rules":
-        stats["workspace_ops"] = workspace_rules.apply_rules(graph, target_device)
+        stats["workspace_ops"] = workspace_rules.apply_rules(graph, target_device,
+                                                             workspace_overrides)
+    elif workspace_overrides:
+        workspace_rules.apply_overrides(graph, workspace_overrides)
     stats["workspace"] = workspace
+    workspace_rules.record_sources(graph, workspace, target_device)
     errs = validate(graph)
     if errs:
         raise RuntimeError("exported graph fails its self-check:\n  " + "\n  ".join(errs[:20]))
@@ -106,7 +114,9 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
     `memplan analyze --set batch=64` resizes the graph without tracing again.
     input_dtype: float inputs cast to it (a bfloat16 model's inputs).
     Returns (graph, stats); raises symbolic.SymbolicError when some size
-    cannot be expressed."""
+    cannot be expressed. A workspace or flop count that cannot be is frozen
+    or dropped and named in source.warnings (memplan.symbolic), which memplan
+    prints when --set moves the sizes away from the exported ones."""
     # Batch 1 takes other code paths in some models (transformers' position
     # ids: a slice instead of an expand, both views): solved from batches 2..4
     # and then set to 1.
@@ -142,4 +152,6 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
     finally:
         PROGRESS.prefix = ""
     graph["symbols"]["batch"] = batch
+    for w in graph.get("source", {}).get("warnings", []):
+        w["exported_at"]["batch"] = batch  # the sizes the graph states
     return graph, {**stats_at_base, **sym_stats, "symbols": graph["symbols"]}

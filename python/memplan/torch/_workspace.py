@@ -1,89 +1,392 @@
 """Per-op scratch (`workspace_bytes`) from rules: a function of the op's
 shapes and of the device the eager step runs on, so an export need not run
 the step (export --device meta) and the scratch follows `--set batch=N`.
+Each op given scratch, or known to have scratch no rule models, says where
+its figure came from in `workspace_source` (graph format: optional):
+  "rule:<name>"  a rule below (the bytes may be 0: rule:cublas-persistent)
+  "measured"     torch.profiler allocations while the op ran on this CPU
+                 (export --measure-workspace; _convert.op_workspaces)
+  "override"     given by the user (export(workspace_overrides={op id: bytes}))
+  "none:<name>"  the op allocates scratch on the target device that no rule
+                 models: taken as 0 (no workspace_bytes), named so that every
+                 figure built on the graph can say so
+and the graph's `source.workspace` counts them ({"method", "device", "ops":
+{source: count}}).
 
-What each rule stands for (fp32, PyTorch 2.14's CPU kernels, one thread; read
-off torch.profiler allocations inside each op, see `export
+What each CPU rule stands for (fp32, PyTorch 2.14's CPU kernels, one thread;
+read off torch.profiler allocations inside each op, see `export
 --measure-workspace`, which keeps measuring instead):
   cpu:
-    convolution            k x k: oneDNN writes the output in its blocked
-                           layout and reorders the weights (output + weight
-                           bytes); 3-channel input: the larger of the two;
-                           depthwise: input + weights; 1x1: none
-    convolution_backward   k x k: the weights reordered or, when the gradient
-                           is larger, two gradient-sized buffers (the larger
-                           of the two); 3-channel input: weights or one
-                           gradient; depthwise: the input and the gradient
-                           in blocked layout; 1x1: none
+    convolution            (rule:onednn-convolution; _conv_plan has the
+                           sources) ideep reorders the input and weights
+                           into oneDNN's blocked layouts, runs into a
+                           blocked output, then copies it into the plain
+                           one: the blocked copies, channels padded to
+                           oneDNN's block (16 floats on AVX-512) for one
+                           group and for depthwise (72 channels -> 80),
+                           unpadded blocks of 16/8/4 channels for other
+                           grouped convolutions; a first convolution
+                           (input channels < 16) keeps its input plain; a
+                           1x1 with stride adds its reduce-to-unit-stride
+                           buffer; an unstrided 1x1 at batch < 16 runs
+                           slow_conv2d (none); a channel-slice input is
+                           copied contiguous first
+    convolution_backward   backward data (the gradient and weights
+                           reordered, a blocked grad_input; 1x1 strided:
+                           brgemm on channels-last copies), then backward
+                           weights (input and gradient reordered again, a
+                           blocked grad_weight) or, where oneDNN has no
+                           blocked kernel (depthwise kw > 3, 4 channels per
+                           group), gemm on the plain layout with its
+                           im2col scratchpad; the highest sum of live
+                           buffers, less the gradients returned
     native_batch_norm_backward, layer norm (both ways), SDPA's CPU flash
     backward: one temporary the size of the first input
     native_dropout(_backward)    one input-sized temporary
     batch norm forward     two per-channel vectors
-  cuda (and h100, h200, a100): no per-op rule. cuBLAS's workspace lives as
-    long as its handle and cuDNN's depends on the algorithm the heuristics
-    pick at run time; both are for the device-level model (analyzer/alloc).
 
-Falls short on: oneDNN's choices that depend on sizes in ways not modelled
-(1x1 strided convolution backward measured 17% above its weight bytes on
-resnet18), kernels other than the ones above (their scratch is taken as 0).
+GPU rules (cuda, h100, h200, a100; PyTorch 2.14, from its sources: no GPU
+measured them; a GPU check or an override replaces them):
+  rule:cublas-persistent   mm, addmm, bmm, baddbmm, ...: 0 bytes per op. PyTorch
+      gives each cuBLAS handle and stream one workspace, allocated through the
+      caching allocator at the first matmul and kept (aten/src/ATen/cuda/
+      CublasHandlePool.cpp: getCurrentCUDABlasHandle -> setWorkspaceForHandle
+      -> getNewWorkspace, size getChosenWorkspaceSize / parseChosenWorkspaceSize:
+      CUBLAS_WORKSPACE_CONFIG, default ":4096:8" = 32 MiB on sm90 (H100, H200),
+      ":4096:2:16:8" = 8 MiB + 128 KiB before). cuBLASLt (addmm with a bias
+      through gemm_and_bias) shares that allocation: "When
+      TORCH_CUBLASLT_UNIFIED_WORKSPACE is enabled (the default on open-source
+      CUDA builds), the cuBLASLt workspace is capped at the cuBLAS workspace
+      size and physically reuses the same allocation" (torch 2.14.1,
+      torch/backends/cuda/__init__.py, blas_workspace_size). So it is a
+      device-level block, held from the first step, not per-op scratch: the
+      analyzer holds it (analyzer/alloc/device_memory.h, LibraryWorkspaces)
+      under `--device h100|h200|a100`.
+  rule:cuda-depthwise      convolution / convolution_backward with groups ==
+      input channels > 1, 4-D, not float16: 0 bytes. ConvParams::
+      use_cudnn_depthwise (aten/src/ATen/native/Convolution.cpp) sends only
+      float16 (and channels-last) depthwise convolutions to cuDNN; the others
+      run conv_depthwise2d_forward_out / _backward_out / _grad_weight_out
+      (aten/src/ATen/native/cuda/DepthwiseConv2d.cu), which allocate nothing
+      (grad_weight reduces in shared memory).
+  none:cudnn-conv          every other convolution and convolution_backward:
+      cuDNN runs the first engine of its heuristics that succeeds
+      (torch.backends.cudnn.benchmark off: Conv_v8.cpp get_configs_from_heuristics
+      -> try_configs) and run_conv_plan allocates plan.getWorkspaceSize()
+      through the caching allocator for the call and frees it on return. That
+      size is cuDNN's run-time answer for the engine it picks, bounded only by
+      what the allocator can give (an engine whose workspace cannot be
+      allocated is skipped; pytorch/pytorch#49207), so no rule derives it from
+      the shapes: taken as 0 and named, until an override or a measurement
+      gives it.
+  Other GPU ops: no rule (their scratch, if any, is taken as 0, unnamed).
+
+Falls short on: CPUs without AVX-512 (other blocks), more than one thread
+(per-thread scratchpads; 1x1s then run oneDNN), convolutions not measured
+here (bfloat16 and float16 are taken with float32's blocks, 1-D and 3-D
+with 2-D's; float64 as 0), the 1x1 strided backward weights' buffer (a few
+percent over), kernels other than the ones above (their scratch is taken
+as 0);
+on GPUs, cuDNN's convolution scratch (none:cudnn-conv), channels-last and
+transposed depthwise convolutions (taken as rule:cuda-depthwise), and more
+than one stream or thread (one cuBLAS workspace each).
 """
-from typing import Any, Dict
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ._graph import nbytes as _bytes
 
 DEVICES = ("cpu", "cuda", "h100", "h200", "a100")
+# Below this many bytes an op's scratch is not written (as _common.WORKSPACE_MIN).
+MIN_BYTES = 64
+
+# Ops that run through a cuBLAS (or cuBLASLt) handle on CUDA.
+CUBLAS_OPS = frozenset(f"aten.{n}.default" for n in (
+    "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "addbmm", "mv", "addmv", "matmul"))
+CONV_OPS = ("aten.convolution.default", "aten.convolution_backward.default")
 
 
-def _conv_kind(x, w, groups):
-    """"pointwise" (1x1, one group), "depthwise", "rgb" (3-channel input) or "dense"."""
-    if groups > 1 and groups == x["shape"][1]:
-        return "depthwise"
-    if x["shape"][1] == 3:
-        return "rgb"
-    if all(k == 1 for k in w["shape"][2:]) and groups == 1:
-        return "pointwise"
-    return "dense"
+# oneDNN's f32 vector on AVX-512: 16 floats. Its blocked layouts (aBcd16b for
+# data, ABcd16b16a / Abcde16a for weights) hold channels in blocks of this size.
+SIMD_F32 = 16
 
 
-def cpu_rule(op: Dict[str, Any], tensors: Dict[str, Dict[str, Any]], groups: int = 1) -> int:
-    """Scratch bytes of `op` on the CPU (0 when no rule applies)."""
+def _rup(n, b):
+    return -(-n // b) * b
+
+
+def _item(t):
+    return _bytes({"shape": [1], "dtype": t["dtype"]})
+
+
+def _numel(t):
+    n = 1
+    for d in t["shape"]:
+        n *= d
+    return n
+
+
+def _chan_bytes(t, c):
+    """Bytes of activation `t` with its channel dimension (1) taken as `c`."""
+    return _numel(t) // max(1, t["shape"][1]) * c * _item(t)
+
+
+def _channel_view(t, tensors):
+    """True when `t` is a slice of a larger tensor that keeps its batch
+    dimension (split/chunk along the channels, the gradient of a
+    concatenation's input), batch > 1: not contiguous, so the convolution
+    copies it first (.contiguous())."""
+    base = tensors.get(t.get("alias_of", ""))
+    return (base is not None and t["shape"][0] > 1 and base["shape"][:1] == t["shape"][:1]
+            and _numel(base) > _numel(t))
+
+
+def _conv_plan(x, w, y, groups):
+    """How an eager CPU convolution of input `x`, weights `w`, output `y`
+    runs (PyTorch 2.14, one thread, AVX-512): a dict with
+      "backend": "thnn" (slow_conv2d) or "mkldnn" (ideep -> oneDNN),
+      "src", "dst", "wei": bytes of oneDNN's reordered copies (0 when the
+          user's plain layout is used as is),
+      "fwd_sp": the forward primitive's scratchpad (ideep allocates it
+          through the c10 allocator, attr scratchpad_mode user),
+      "gemm": when no blocked kernel takes the convolution at all, the
+          im2col scratchpad of gemm:jit forward and backward data,
+      "bwd_w": "blocked" or "gemm" (backward weights implementation),
+      "bwd_w_sp": its scratchpad.
+    Backend (aten/src/ATen/native/Convolution.cpp, ConvParams::use_mkldnn):
+    float CPU tensors take mkldnn unless a 1x1 unstrided convolution runs on
+    one thread with batch < 16, or a dense convolution with kernel <= 3 has
+    batch 1 and <= 20480 input elements. Blocks (oneDNN v3.12,
+    src/cpu/x64/jit_uni_dw_conv_kernel_utils.cpp and
+    jit_avx512_common_conv_kernel.cpp, init_conf): depthwise (groups == input
+    == output channels) runs jit_dw with channels padded up to 16
+    (ok_to_pad_channels); one group: channels padded up to 16, a first
+    convolution (input channels < 16) keeps its input plain; other grouped
+    convolutions use blocks of 16, 8 or 4 (ok_to_try_lower_zmm: the largest
+    dividing both channels per group), unpadded. Backward weights: jit_dw
+    needs kw <= 3 and stride <= kw; the AVX-512 direct kernel only blocks of 16
+    for groups > 1, the AVX2 one blocks of 8; otherwise gemm:jit on the plain
+    layout, whose scratchpad (gemm_convolution_utils.cpp, nthr 1) holds the
+    weight reduction buffers and one image's im2col columns."""
+    n, c = x["shape"][0], x["shape"][1]
+    o = w["shape"][0]
+    ks = 1
+    for k in w["shape"][2:]:
+        ks *= k
+    kw = w["shape"][-1]
+    sp_in = _numel(x) // max(1, n * c)
+    sp_out = _numel(y) // max(1, y["shape"][0] * y["shape"][1])
+    strided = sp_out < sp_in and ks == 1
+    stride_w = max(1, -(-x["shape"][-1] // max(1, y["shape"][-1]))) if len(x["shape"]) > 2 else 1
+    item = _item(x)
+    plan = {"backend": "mkldnn", "src": 0, "dst": 0, "wei": 0, "fwd_sp": 0, "gemm": 0,
+            "bwd_w": "blocked", "bwd_w_sp": 0, "ks": ks, "sp_out": sp_out}
+    if x["dtype"] == "float64" or len(x["shape"]) < 3:
+        plan["backend"] = "other"  # no oneDNN for float64
+        return plan
+    if ks == 1 and not strided and n < 16:
+        plan["backend"] = "thnn"
+        return plan
+    if groups == 1 and n == 1 and _numel(x) <= 20480 \
+            and not all(k > 3 for k in w["shape"][2:]):
+        plan["backend"] = "thnn"
+        return plan
+    icg, ocg = c // groups, o // groups
+    if groups > 1 and groups == c and o == c:
+        cp = _rup(c, SIMD_F32)
+        plan.update(src=_chan_bytes(x, cp), dst=_chan_bytes(y, cp), wei=cp * ks * item)
+        if not (kw <= 3 and stride_w <= kw):
+            plan["bwd_w"] = "gemm"
+    elif groups == 1:
+        ip, op_ = _rup(c, SIMD_F32), _rup(o, SIMD_F32)
+        first = c < SIMD_F32
+        plan.update(src=0 if first else _chan_bytes(x, ip), dst=_chan_bytes(y, op_),
+                    wei=op_ * (c if first else ip) * ks * item)
+    else:
+        block = next((b for b in (SIMD_F32, 8, 4) if icg % b == 0 and ocg % b == 0), None)
+        if block is None:
+            # No blocked kernel: gemm:jit on the plain layouts throughout
+            # (ideep still writes its own output and copies it), one
+            # image's im2col columns as scratchpad both ways.
+            plan.update(bwd_w="gemm", gemm=icg * ks * sp_out * item + 128)
+        else:
+            plan.update(src=_bytes(x), dst=_bytes(y), wei=_bytes(w))
+            if block not in (SIMD_F32, 8):
+                plan["bwd_w"] = "gemm"
+    if strided:
+        # jit_avx512_core 1x1 with stride: "reduce to unit stride" copies one
+        # image's strided input (jit_avx512_common_1x1_convolution.hpp, rtus).
+        plan["fwd_sp"] = _rup(c, SIMD_F32) * sp_out * item + 128
+    if plan["bwd_w"] == "gemm":
+        plan["bwd_w_sp"] = 4 * _bytes(w) + icg * ks * sp_out * item + 256
+    return plan
+
+
+def _conv_forward(x, w, y, groups, tensors):
+    """Scratch of convolution(x, w) -> y: the highest sum of live buffers
+    while the op runs, less the output it returns."""
+    p = _conv_plan(x, w, y, groups)
+    # A channel slice as input: made contiguous first (both backends).
+    copy = _bytes(x) if _channel_view(x, tensors) else 0
+    if p["backend"] == "thnn":
+        if p["ks"] == 1:  # slow_conv2d with a 1x1 kernel: no im2col
+            return copy
+        return copy + _numel(y) // max(1, y["shape"][1]) * x["shape"][1] * p["ks"] * _item(x)
+    if p["backend"] != "mkldnn":
+        return 0
+    if p["gemm"]:
+        return max(0, copy + max(p["gemm"] + _bytes(y), 2 * _bytes(y)) - _bytes(y))
+    # ideep: reorder src and weights, run into a blocked dst, free the
+    # reordered inputs, allocate the plain output, reorder into it.
+    peak = max(p["src"] + p["wei"] + p["dst"] + p["fwd_sp"], p["dst"] + _bytes(y))
+    return max(0, copy + peak - _bytes(y))
+
+
+def _conv_backward(gy, x, w, outs, groups, tensors):
+    """Scratch of convolution_backward(gy, x, w) -> (grad_input?, grad_weight?,
+    grad_bias?): ideep's backward data (reorder gy and weights, run into a
+    blocked grad_input, reorder into the plain one), then its backward
+    weights (reorder x and gy again, run into blocked grad_weight, reorder
+    into the plain one), less the gradients returned."""
+    gx = next((_bytes(t) for t in outs if t["shape"] == x["shape"]), 0)
+    gw = next((_bytes(t) for t in outs if t["shape"] == w["shape"]), 0)
+    p = _conv_plan(x, w, gy, groups)
+    # Inputs that are channel slices (the gradient of a concatenation's
+    # input, a split's part): made contiguous first and held through the op.
+    copy = sum(_bytes(t) for t in (x, gy) if _channel_view(t, tensors))
+    if p["backend"] == "thnn":
+        if p["ks"] == 1:
+            return copy
+        return copy + _numel(gy) // max(1, gy["shape"][1]) * x["shape"][1] * p["ks"] * _item(x)
+    if p["backend"] != "mkldnn":
+        return 0
+    peak = 0
+    if gx and p["fwd_sp"]:
+        # 1x1 with stride, backward data: brgconv_strided on channels-last
+        # copies (weights Bcda32b: input channels in blocks of 32), its
+        # scratchpad (jit_brgemm_conv_bwd_utils.cpp, init_scratchpad, nthr 1,
+        # each piece 4 KiB-aligned: the output-sized input buffer rounded to
+        # 4096 elements, its mask, the batch array), then grad_input
+        # allocated channels-last and copied to the contiguous output.
+        item = _item(x)
+        sp = _rup(p["sp_out"] * gy["shape"][1], 4096) * item + 4096 + 2 * 8192 + 24
+        wei = _rup(x["shape"][1], 32) * w["shape"][0] * item
+        peak = max(_bytes(gy) + wei + gx + sp, 3 * gx)
+    elif gx and p["gemm"]:
+        peak = max(gx + p["gemm"], 2 * gx)
+    elif gx:
+        peak = max(p["dst"] + p["wei"] + p["src"] + p["fwd_sp"], p["src"] + gx)
+        if p["src"] == 0:  # a plain input: the gradient is written in place
+            peak = max(peak, p["dst"] + p["wei"] + gx)
+    if gw:
+        if p["bwd_w"] == "gemm":
+            peak = max(peak, gx + gw + p["bwd_w_sp"], gx + 2 * gw)
+        else:
+            peak = max(peak, gx + p["src"] + p["dst"] + p["wei"] + p["fwd_sp"],
+                       gx + p["wei"] + gw)
+    return max(0, copy + peak - gx - gw)
+
+
+def _cpu(op, tensors, groups):
+    """(bytes, source) of `op` on the CPU; (0, None) when no rule applies."""
     kind = op["type"]
     ins = [tensors[i] for i in op["inputs"]]
     outs = [tensors[o] for o in op["outputs"]]
     if kind == "aten.convolution.default" and len(ins) >= 2 and outs:
-        x, w = ins[0], ins[1]
-        conv = _conv_kind(x, w, groups)
-        return {"pointwise": 0, "depthwise": _bytes(x) + _bytes(w),
-                "rgb": max(_bytes(outs[0]), _bytes(w)),
-                "dense": _bytes(outs[0]) + _bytes(w)}[conv]
+        return (_conv_forward(ins[0], ins[1], outs[0], groups, tensors),
+                "rule:onednn-convolution")
     if kind == "aten.convolution_backward.default" and len(ins) >= 3:
-        grad, x, w = ins[0], ins[1], ins[2]
-        conv = _conv_kind(x, w, groups)
-        return {"pointwise": 0, "depthwise": _bytes(x) + _bytes(grad),
-                "rgb": max(_bytes(w), _bytes(grad)),
-                "dense": max(_bytes(w), 2 * _bytes(grad))}[conv]
+        return (_conv_backward(ins[0], ins[1], ins[2], outs, groups, tensors),
+                "rule:onednn-convolution-backward")
     if kind in ("aten.native_batch_norm_backward.default", "aten.native_layer_norm.default",
                 "aten.native_layer_norm_backward.default",
                 "aten._scaled_dot_product_flash_attention_for_cpu_backward.default") and ins:
-        return _bytes(ins[0])
+        return _bytes(ins[0]), "rule:input-sized-temporary"
     if kind in ("aten.native_dropout.default", "aten.native_dropout_backward.default") and ins:
-        return _bytes(ins[0])
+        return _bytes(ins[0]), "rule:dropout-temporary"
     if kind == "aten._native_batch_norm_legit_functional.default" and len(ins) >= 2:
-        return 2 * _bytes(ins[1])
-    return 0
+        return 2 * _bytes(ins[1]), "rule:batch-norm-statistics"
+    return 0, None
 
 
-def apply_rules(graph: Dict[str, Any], device: str) -> int:
-    """Sets each op's workspace_bytes by the rules for `device`, replacing
-    any it had. Returns the number of ops given scratch."""
+def cpu_rule(op: Dict[str, Any], tensors: Dict[str, Dict[str, Any]], groups: int = 1) -> int:
+    """Scratch bytes of `op` on the CPU (0 when no rule applies)."""
+    return _cpu(op, tensors, groups)[0]
+
+
+def gpu_rule(op: Dict[str, Any], tensors: Dict[str, Dict[str, Any]],
+             groups: int = 1) -> Tuple[int, Optional[str]]:
+    """(bytes, workspace_source) of `op` in an eager step on a CUDA GPU (the
+    module docstring's GPU rules); (0, None) when no rule applies."""
+    kind = op["type"]
+    if kind in CUBLAS_OPS:
+        return 0, "rule:cublas-persistent"
+    if kind in CONV_OPS and len(op["inputs"]) >= 2:
+        ins = [tensors[i] for i in op["inputs"]]
+        # convolution(input, weight, ...) -> out; convolution_backward(grad_out, input, weight, ...)
+        x, w, big = (ins[0], ins[1], tensors[op["outputs"][0]]) if kind == CONV_OPS[0] \
+            else (ins[1], ins[2], ins[0])
+        # ConvParams::is_depthwise and use_cudnn_depthwise (Convolution.cpp): 4-D, groups ==
+        # input channels > 1, output channels a multiple of them, not float16 (cuDNN's),
+        # 32-bit indexable (else cuDNN).
+        depthwise = (len(x["shape"]) == 4 and groups > 1 and x["shape"][1] == groups
+                     and w["shape"][0] % groups == 0 and x["dtype"] != "float16"
+                     and max(_numel(x), _numel(big)) < 2 ** 31)
+        return 0, ("rule:cuda-depthwise" if depthwise else "none:cudnn-conv")
+    return 0, None
+
+
+def apply_rules(graph: Dict[str, Any], device: str,
+                overrides: Optional[Mapping[str, int]] = None) -> int:
+    """Sets each op's workspace_bytes and workspace_source by the rules for
+    `device`, replacing any it had, then applies `overrides` ({op id:
+    bytes}, apply_overrides). Returns the number of ops given scratch."""
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
     tensors = {t["id"]: t for t in graph["tensors"]}
-    n = 0
+    rule = _cpu if device == "cpu" else gpu_rule
     for op in graph["ops"]:
         op.pop("workspace_bytes", None)
-        ws = cpu_rule(op, tensors, op.get("groups", 1)) if device == "cpu" else 0
-        if ws >= 64:
+        op.pop("workspace_source", None)
+        ws, source = rule(op, tensors, op.get("groups", 1))
+        if ws >= MIN_BYTES:
             op["workspace_bytes"] = ws
-            n += 1
-    return n
+            op["workspace_source"] = source
+        elif source is not None and (device != "cpu"):
+            op["workspace_source"] = source  # a GPU rule of 0 bytes, or none:<name>
+    apply_overrides(graph, overrides or {})
+    return sum(1 for op in graph["ops"] if op.get("workspace_bytes", 0) > 0)
+
+
+def apply_overrides(graph: Dict[str, Any], overrides: Mapping[str, int]) -> int:
+    """Sets the scratch of the ops named in `overrides` ({op id: bytes}, e.g.
+    measured on the GPU) to those bytes, workspace_source "override". An
+    unknown op id or a byte count that is not an integer >= 0 is a
+    ValueError. Returns the number of ops overridden."""
+    ops = {op["id"]: op for op in graph["ops"]}
+    unknown = sorted(k for k in overrides if k not in ops)
+    if unknown:
+        raise ValueError(f"workspace override for {len(unknown)} op(s) not in the graph: "
+                         + ", ".join(unknown[:5]))
+    for k, v in overrides.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"workspace override of op {k}: {v!r}, expected bytes >= 0")
+        op = ops[k]
+        op.pop("workspace_bytes", None)
+        if v > 0:
+            op["workspace_bytes"] = v
+        op["workspace_source"] = "override"
+    return len(overrides)
+
+
+def record_sources(graph: Dict[str, Any], method: str, device: str) -> Dict[str, Any]:
+    """graph["source"]["workspace"]: how the per-op scratch was obtained
+    ("rules", "measure" or "none"), for which device, and how many ops carry
+    each workspace_source. Returns it."""
+    counts: Dict[str, int] = {}
+    for op in graph["ops"]:
+        s = op.get("workspace_source")
+        if s is not None:
+            counts[s] = counts.get(s, 0) + 1
+    summary = {"method": method, "device": device, "ops": dict(sorted(counts.items()))}
+    graph.setdefault("source", {})["workspace"] = summary
+    return summary
