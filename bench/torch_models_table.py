@@ -24,10 +24,9 @@ def name(spec):
     return spec.split(":")[-1]
 
 
-def main():
-    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "bench", "results",
-                                                             "torch_models_2x.json")
-    doc = json.load(open(src))
+def render(doc):
+    """The table and its summary lines, as markdown lines (scripts/docs_tables.py shows
+    them on docs/pytorch.md)."""
     lines = ["| model | measured b2 (MiB) | error b2 | measured b8 (MiB) | error b8 "
              "(`--set batch=8`) | b8, measured scratch | b8, no scratch | b8 70% plan: error "
              "| time overhead (predicted) | b8 50% plan: error | time overhead (predicted) "
@@ -65,6 +64,13 @@ def main():
             lines.append(f"{label}: {len(errs)} figures, largest |error| "
                          f"{100 * max(abs(e) for e in errs):.3f}%, median "
                          f"{100 * statistics.median(abs(e) for e in errs):.3f}%.")
+    return lines
+
+
+def main():
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "bench", "results",
+                                                             "torch_models_2x.json")
+    lines = render(json.load(open(src)))
     out = os.path.join(ROOT, "bench", "results", "torch_models_2x.md")
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")

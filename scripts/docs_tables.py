@@ -19,7 +19,6 @@ import difflib
 import json
 import os
 import re
-import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -280,61 +279,25 @@ def reserved_table():
 
 # --- PyTorch ----------------------------------------------------------------------------
 
-def tm_name(spec):
-    if spec.startswith("hf:"):
-        arch = spec.split(":")[1]
-        return {"gpt2": "hf gpt2-style (4 layers, d=256, seq 128)",
-                "llama": "hf llama-style (4 layers, d=256, GQA, seq 128)"}.get(arch, spec)
-    if spec == "models:gpt_small":
-        return "GPT (models:gpt_small, 4 layers, d=128, seq 64)"
-    return spec.split(":")[-1]
+def bench_module(name):
+    """Imports bench/NAME.py, whose renderer a table shares (stdlib only at import time)."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
 
 
-def spct(x):
-    return "—" if x is None else f"{100 * x:+.3f}%".replace("-", "−")
+# Model names and signed percentages as bench/torch_models_table.py writes them.
+_TORCH_MODELS = bench_module("torch_models_table")
+tm_name, spct = _TORCH_MODELS.name, _TORCH_MODELS.pct
 
 
 @generator("torch_models_2x.json")
 def torch_models():
     """Exported once at batch 2, analyzed at 2 and 8, plans at 8, each against a measured
     eager step (bench/torch_models.py; the rendering of bench/torch_models_table.py)."""
-    doc = load("torch_models_2x.json")
-    header = ["model", "measured b2 (MiB)", "error b2", "measured b8 (MiB)",
-              "error b8 (`--set batch=8`)", "b8, measured scratch", "b8, no scratch",
-              "b8 70% plan: error", "time overhead (predicted)", "b8 50% plan: error",
-              "time overhead (predicted)", "b8 70% SAC plan: error", "time overhead (predicted)",
-              "b8 50% SAC plan: error", "time overhead (predicted)"]
-    rows, base_errs, plan_errs, sac_errs = [], [], [], []
-    for r in doc.get("rows", []):
-        if "batch2" not in r:
-            rows.append([tm_name(r.get("model", "")), "failed"] + [""] * 13)
-            continue
-        b2, b8 = r["batch2"], r["batch8"]
-        base_errs += [b2.get("error_rules"), b8.get("error_rules")]
-        cells = [tm_name(r["model"]), num(b2.get("measured_peak_bytes", 0) / MIB, "{:.2f}"),
-                 spct(b2.get("error_rules")), num(b8.get("measured_peak_bytes", 0) / MIB,
-                                                  "{:.2f}"),
-                 spct(b8.get("error_rules")), spct(b8.get("error_measure")),
-                 spct(b8.get("error_none"))]
-        for key in ("plan70", "plan50", "sac70", "sac50"):
-            p = r.get(key, {})
-            if not p.get("feasible"):
-                cells += ["no fit", "—"]
-                continue
-            (plan_errs if key.startswith("plan") else sac_errs).append(p.get("error"))
-            cells += [spct(p.get("error")),
-                      f"{100 * (p.get('measured_time_overhead') or 0):.0f}% "
-                      f"({100 * (p.get('predicted_recompute_overhead') or 0):.0f}%)"]
-        rows.append(cells)
-    out = table(header, rows)
-    out.append("")
-    for label, errs in (("Baselines (batch 2 and 8, default scratch rules)", base_errs),
-                        ("Module plans", plan_errs), ("SAC (op-level) plans", sac_errs)):
-        errs = [abs(e) for e in errs if e is not None]
-        if errs:
-            out.append(f"{label}: {len(errs)} figures, largest |error| {100 * max(errs):.3f}%, "
-                       f"median {100 * statistics.median(errs):.3f}%.")
-    return out
+    return _TORCH_MODELS.render(load("torch_models_2x.json"))
 
 
 @generator("torch_models.json")
@@ -436,19 +399,12 @@ def parallel():
 def llama_scale():
     """Llama-2 shapes under FSDP2, 80 GB per rank (bench/llama_scale.py's README table)."""
     doc = load("llama_scale.json")
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    try:
-        import llama_scale as ls  # stdlib only at import time
-    finally:
-        sys.path.pop(0)
+    ls = bench_module("llama_scale")
     import tempfile
     with tempfile.NamedTemporaryFile("r", suffix=".md") as f:
         ls.write_readme(doc, f.name)
         text = open(f.name, encoding="utf-8").read().split("\n")
     out = [line for line in text if line.startswith("|") or line.startswith("Time on ")]
-    # The DeepSpeed column is its published formula, re-implemented, not its function run.
-    out = [line.replace("| DeepSpeed ZeRO-3 |", "| DeepSpeed ZeRO-3 (its formula, "
-                        "re-implemented) |") for line in out]
     return [line for line in out if line.startswith("|")] + [""] + [
         line for line in out if line.startswith("Time on ")]
 
