@@ -3,8 +3,9 @@
 #include <chrono>
 #include <future>
 
-#include "analyzer/lower.h"
-#include "analyzer/onnx_import.h"
+#include "analyzer/base/file_io.h"
+#include "analyzer/import/onnx_import.h"
+#include "analyzer/lower/lower.h"
 
 namespace memplan {
 namespace {

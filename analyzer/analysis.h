@@ -8,11 +8,11 @@
 
 #include "analyzer/alloc/device_memory.h"
 #include "analyzer/alloc/reserved.h"
-#include "analyzer/graph.h"
-#include "analyzer/graph_json.h"
-#include "analyzer/parallel/rank_stats.h"
-#include "analyzer/program.h"
-#include "analyzer/simulator.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/ir/graph.h"
+#include "analyzer/lower/parallel/rank_stats.h"
+#include "analyzer/sim/program.h"
+#include "analyzer/sim/simulator.h"
 
 namespace memplan {
 
@@ -30,7 +30,7 @@ struct JointGraph {
 };
 
 // Reads a memplan.graph/1 JSON document or an ONNX model (told apart by
-// content: JSON starts with '{' after whitespace; see analyzer/onnx_import.h),
+// content: JSON starts with '{' after whitespace; see analyzer/import/onnx_import.h),
 // into a finalized graph. ONNX import notes go to `warnings`.
 bool LoadGraphAnyFormat(const std::string& path, const GraphLoadOptions& options, Graph* graph,
                         std::vector<std::string>* warnings, std::string* err);

@@ -48,7 +48,7 @@
 #include "analyzer/alloc/device_memory.h"
 #include "analyzer/alloc/reserved.h"
 #include "analyzer/analysis.h"
-#include "analyzer/planner.h"
+#include "analyzer/plan/planner.h"
 #include "analyzer/reserved_plan.h"
 
 namespace memplan {
@@ -183,19 +183,8 @@ struct MicroBatchResult {
 bool PlanMicroBatches(const GraphAtBatch& graph_at, const MicroBatchOptions& options,
                       MicroBatchResult* out, std::string* err);
 
-// "8/100 = 0.08".
-std::string LossScale(int64_t micro, int64_t global_batch);
-
 // The point evaluated at `batch`, or nullptr.
 const BatchPoint* FindPoint(const MicroBatchResult& r, int64_t batch);
-
-// The plan report for --global-batch (command "plan"): the recommended
-// choice at the top (micro_batch, accumulation_steps, last_micro_batch, loss
-// scales, predicted), both choices, the search and the batches evaluated.
-std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_symbol,
-                                 const PlannerOptions& options, const MicroBatchResult& r);
-std::string MicroBatchSummary(const JointGraph& jg, const std::string& batch_symbol,
-                              const PlannerOptions& options, const MicroBatchResult& r);
 
 }  // namespace memplan
 

@@ -34,7 +34,7 @@
 #include "analyzer/alloc/caching_allocator.h"
 #include "analyzer/alloc/device_memory.h"
 #include "analyzer/alloc/reserved.h"
-#include "analyzer/planner.h"
+#include "analyzer/plan/planner.h"
 
 namespace memplan {
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Planner benchmark: memplan's checkpoint planner against the checkpoint sets users write
-# by hand (save-all, sqrt, block depth 1 and 2: analyzer/baselines.h), with
+# by hand (save-all, sqrt, block depth 1 and 2: analyzer/plan/baselines.h), with
 # memplan_plan_bench (bench/plan_bench.cc), on examples/*.graph.json and on synthetic
 # chains and transformers from bench/gen_graph.py.
 #
@@ -188,7 +188,7 @@ lines = [
     "`bench/bench_plan.sh` (`memplan_plan_bench`). Costs are recompute cost in µs "
     "(objective time, device h100, roofline estimates); the budget is a percentage of the "
     "baseline program's peak, or `=NAME`: the lowest peak a hand-written set reaches. "
-    "Hand-written sets (`analyzer/baselines.h`): save-all keeps every candidate; sqrt is "
+    "Hand-written sets (`analyzer/plan/baselines.h`): save-all keeps every candidate; sqrt is "
     "Chen et al.'s ceil(sqrt(n)) segments of forward ops, keeping each segment's last "
     "outputs; block1 / block2 keep the tensors that cross a block of ops grouped by the "
     "first 1 / 2 components of their scope (torch.utils.checkpoint per module). A "

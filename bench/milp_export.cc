@@ -43,14 +43,15 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
-#include "analyzer/checkpoint.h"
-#include "analyzer/cost_model.h"
-#include "analyzer/graph_json.h"
-#include "analyzer/optimizer_state.h"
-#include "analyzer/plan.h"
-#include "analyzer/program.h"
-#include "analyzer/sha256.h"
-#include "analyzer/simulator.h"
+#include "analyzer/base/file_io.h"
+#include "analyzer/base/sha256.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/lower/optimizer_state.h"
+#include "analyzer/plan/cost_model.h"
+#include "analyzer/plan/plan_document.h"
+#include "analyzer/sim/checkpoint.h"
+#include "analyzer/sim/program.h"
+#include "analyzer/sim/simulator.h"
 
 namespace memplan {
 namespace {

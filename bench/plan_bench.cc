@@ -1,5 +1,5 @@
 // memplan_plan_bench: memplan's checkpoint planner against the checkpoint sets
-// users write by hand (analyzer/baselines.h), at budgets below the baseline
+// users write by hand (analyzer/plan/baselines.h), at budgets below the baseline
 // peak. A benchmark, not a test: it reports, it does not assert.
 //
 //   memplan_plan_bench [--json OUT] [--budgets 90,70,50] GRAPH...
@@ -26,11 +26,11 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
-#include "analyzer/baselines.h"
-#include "analyzer/checkpoint.h"
-#include "analyzer/cost_model.h"
-#include "analyzer/planner.h"
-#include "analyzer/simulator.h"
+#include "analyzer/plan/baselines.h"
+#include "analyzer/plan/cost_model.h"
+#include "analyzer/plan/planner.h"
+#include "analyzer/sim/checkpoint.h"
+#include "analyzer/sim/simulator.h"
 
 namespace memplan {
 namespace {

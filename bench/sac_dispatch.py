@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What selective activation checkpointing (SAC) costs by itself on this CPU:
-the cpu preset's sac_dispatch_us (analyzer/cost_model.h).
+the cpu preset's sac_dispatch_us (analyzer/plan/cost_model.h).
 
 Per model, every block at the plan's module depth is wrapped in
 torch.utils.checkpoint with a SAC policy that saves every op (MUST_SAVE), so

@@ -8,9 +8,9 @@
 
 #include "analyzer/alloc/device_memory.h"
 #include "analyzer/analysis.h"
-#include "analyzer/graph_json.h"
-#include "analyzer/optimizer_state.h"
-#include "analyzer/parallel/rank_step.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/lower/optimizer_state.h"
+#include "analyzer/lower/parallel/rank_step.h"
 
 namespace memplan {
 
@@ -42,8 +42,8 @@ struct CommonFlags {
 void AddCommon(CLI::App* cmd, CommonFlags* flags);
 
 // The training step beyond the graph: --optimizer / --master-weights add
-// optimizer state and update ops (analyzer/optimizer_state.h); --parallel
-// and its options make the step one rank's (analyzer/parallel/rank_step.h).
+// optimizer state and update ops (analyzer/lower/optimizer_state.h); --parallel
+// and its options make the step one rank's (analyzer/lower/parallel/rank_step.h).
 struct StepFlags {
   std::string optimizer = "none";
   std::string master_weights;  // "" or "fp32"

@@ -17,24 +17,28 @@
 
 #include "analyzer/alloc/alloc_conf.h"
 #include "analyzer/analysis.h"
-#include "analyzer/check.h"
-#include "analyzer/cost_model.h"
-#include "analyzer/graph_json.h"
-#include "analyzer/html_report.h"
-#include "analyzer/memviz/predicted.h"
+#include "analyzer/base/file_io.h"
+#include "analyzer/base/sha256.h"
+#include "analyzer/base/units.h"
+#include "analyzer/base/version.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/ir/op_table.h"
+#include "analyzer/lower/optimizer_state.h"
 #include "analyzer/microbatch.h"
-#include "analyzer/op_table.h"
-#include "analyzer/optimizer_state.h"
-#include "analyzer/plan.h"
-#include "analyzer/plan_report.h"
-#include "analyzer/planner.h"
-#include "analyzer/report.h"
+#include "analyzer/plan/cost_model.h"
+#include "analyzer/plan/plan_document.h"
+#include "analyzer/plan/planner.h"
+#include "analyzer/report/analyze_report.h"
+#include "analyzer/report/check.h"
+#include "analyzer/report/chrome_trace.h"
+#include "analyzer/report/html/html_report.h"
+#include "analyzer/report/html/sweep_html.h"
+#include "analyzer/report/memviz/predicted.h"
+#include "analyzer/report/microbatch_report.h"
+#include "analyzer/report/plan_report.h"
+#include "analyzer/report/verify_report.h"
 #include "analyzer/reserved_plan.h"
-#include "analyzer/sha256.h"
-#include "analyzer/simulator.h"
-#include "analyzer/sweep_html.h"
-#include "analyzer/units.h"
-#include "analyzer/verify_report.h"
+#include "analyzer/sim/simulator.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/progress.h"
@@ -647,7 +651,7 @@ struct ReportFlags {
   bool quiet = false;
 };
 
-// report --html: the page of analyzer/html_report.h for the baseline or a plan.
+// report --html: the page of analyzer/report/html/html_report.h for the baseline or a plan.
 int RunReport(const ReportFlags& f) {
   GraphLoadOptions options;
   std::string err;

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "analyzer/planner.h"
+#include "analyzer/plan/planner.h"
 
 namespace memplan {
 

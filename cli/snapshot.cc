@@ -1,6 +1,6 @@
 // memplan snapshot: the predicted step as a PyTorch memory snapshot pickle.
 // memplan compare: a recorded snapshot against the prediction.
-#include "analyzer/memviz/snapshot.h"
+#include "analyzer/report/memviz/snapshot.h"
 
 #include <fmt/format.h>
 
@@ -9,10 +9,12 @@
 #include <string>
 
 #include "analyzer/alloc/alloc_conf.h"
-#include "analyzer/memviz/predicted.h"
-#include "analyzer/plan.h"
-#include "analyzer/report.h"
-#include "analyzer/units.h"
+#include "analyzer/base/file_io.h"
+#include "analyzer/base/units.h"
+#include "analyzer/base/version.h"
+#include "analyzer/plan/plan_document.h"
+#include "analyzer/report/analyze_report.h"
+#include "analyzer/report/memviz/predicted.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 

@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
-#include "analyzer/graph_json.h"
-#include "analyzer/lower.h"
-#include "analyzer/program.h"
-#include "analyzer/report.h"
-#include "analyzer/simulator.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/lower/lower.h"
+#include "analyzer/report/analyze_report.h"
+#include "analyzer/report/chrome_trace.h"
+#include "analyzer/sim/program.h"
+#include "analyzer/sim/simulator.h"
 #include "fuzz/fuzz_check.h"
 
 namespace memplan {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "analyzer/graph_json.h"
+#include "analyzer/import/graph_json.h"
 #include "fuzz/analyze_checks.h"
 #include "fuzz/fuzz_check.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the ONNX importer (analyzer/onnx_import.h) on arbitrary
+// libFuzzer target: the ONNX importer (analyzer/import/onnx_import.h) on arbitrary
 // bytes, then what `memplan analyze` does with a model that imports
 // (fuzz/analyze_checks.h). Built only with ONNX support. Any crash, sanitizer
 // report, hang or broken invariant is a bug; a refused input is fine.
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "analyzer/onnx_import.h"
+#include "analyzer/import/onnx_import.h"
 #include "fuzz/analyze_checks.h"
 #include "fuzz/fuzz_check.h"
 

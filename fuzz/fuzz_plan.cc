@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
-#include "analyzer/cost_model.h"
-#include "analyzer/plan.h"
-#include "analyzer/simulator.h"
-#include "analyzer/verify_report.h"
+#include "analyzer/plan/cost_model.h"
+#include "analyzer/plan/plan_document.h"
+#include "analyzer/report/verify_report.h"
+#include "analyzer/sim/simulator.h"
 #include "fuzz/fuzz_check.h"
 
 using namespace memplan;

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "analyzer/units.h"
+#include "analyzer/base/units.h"
 
 using namespace memplan;
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "analyzer/memviz/predicted.h"
-#include "analyzer/memviz/snapshot.h"
+#include "analyzer/report/memviz/predicted.h"
+#include "analyzer/report/memviz/snapshot.h"
 
 using namespace memplan::memviz;
 

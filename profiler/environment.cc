@@ -4,8 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analyzer/json_util.h"
-#include "analyzer/report.h"
+#include "analyzer/base/json_util.h"
+#include "analyzer/base/version.h"
+#include "analyzer/report/analyze_report.h"
 #if MEMPLAN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 

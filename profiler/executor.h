@@ -1,5 +1,5 @@
 // The executor: runs a step program literally on a backend, under the
-// execution model of SPEC section 2 (the rules analyzer/simulator.cc counts):
+// execution model of SPEC section 2 (the rules analyzer/sim/simulator.cc counts):
 //  - resident tensors are allocated (and filled) before the first step;
 //  - a run step allocates the op's new outputs and its workspace when it
 //    starts; an output taken over in place uses its input's buffer; an output
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/graph.h"
-#include "analyzer/program.h"
+#include "analyzer/ir/graph.h"
+#include "analyzer/sim/program.h"
 #include "profiler/backend.h"
 
 namespace memplan {

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "analyzer/graph.h"
-#include "analyzer/program.h"
+#include "analyzer/ir/graph.h"
+#include "analyzer/sim/program.h"
 #include "profiler/cpu_backend.h"
 #include "profiler/cupti_records.h"
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "analyzer/json_util.h"
-#include "analyzer/units.h"
+#include "analyzer/base/json_util.h"
+#include "analyzer/base/units.h"
 
 namespace memplan {
 namespace {

@@ -1,7 +1,7 @@
 // Reports of `memplan profile`: the JSON report (memplan.report/1, command
 // "profile"; schemas/report.schema.json), the human summary, the measured
 // overlay of the Chrome trace, and the costs file that feeds measured op
-// times back to the planner (memplan.costs/1, analyzer/cost_model.h).
+// times back to the planner (memplan.costs/1, analyzer/plan/cost_model.h).
 // Keys come in a fixed order; measured times differ from run to run.
 #ifndef MEMPLAN_PROFILER_PROFILE_REPORT_H_
 #define MEMPLAN_PROFILER_PROFILE_REPORT_H_
@@ -10,7 +10,8 @@
 #include <string>
 
 #include "analyzer/analysis.h"
-#include "analyzer/report.h"
+#include "analyzer/report/analyze_report.h"
+#include "analyzer/report/chrome_trace.h"
 #include "profiler/profile.h"
 
 namespace memplan {

@@ -1,10 +1,10 @@
-#include "analyzer/baselines.h"
+#include "analyzer/plan/baselines.h"
 
 #include <doctest/doctest.h>
 
-#include "analyzer/checkpoint.h"
-#include "analyzer/cost_model.h"
-#include "analyzer/planner.h"
+#include "analyzer/plan/cost_model.h"
+#include "analyzer/plan/planner.h"
+#include "analyzer/sim/checkpoint.h"
 #include "random_graph.h"
 #include "test_util.h"
 

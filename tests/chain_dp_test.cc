@@ -1,11 +1,11 @@
-#include "analyzer/chain_dp.h"
+#include "analyzer/plan/chain_dp.h"
 
 #include <doctest/doctest.h>
 
 #include <random>
 
-#include "analyzer/cost_model.h"
-#include "analyzer/planner.h"
+#include "analyzer/plan/cost_model.h"
+#include "analyzer/plan/planner.h"
 #include "exhaustive.h"
 #include "random_graph.h"
 #include "test_util.h"

@@ -1,5 +1,5 @@
 // memplan check: tolerances, the inclusive regression limit, baseline reports.
-#include "analyzer/check.h"
+#include "analyzer/report/check.h"
 
 #include <doctest/doctest.h>
 

@@ -1,10 +1,10 @@
-#include "analyzer/checkpoint.h"
+#include "analyzer/sim/checkpoint.h"
 
 #include <doctest/doctest.h>
 
 #include <random>
 
-#include "analyzer/simulator.h"
+#include "analyzer/sim/simulator.h"
 #include "order_graph.h"
 #include "random_graph.h"
 #include "test_util.h"

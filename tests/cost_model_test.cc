@@ -1,4 +1,4 @@
-#include "analyzer/cost_model.h"
+#include "analyzer/plan/cost_model.h"
 
 #include <doctest/doctest.h>
 

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "analyzer/planner.h"
+#include "analyzer/plan/planner.h"
 #include "profiler/cpu_backend.h"
 #include "profiler/profile.h"
 #include "profiler/profile_report.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/planner.h"
+#include "analyzer/plan/planner.h"
 
 namespace memplan::testing {
 

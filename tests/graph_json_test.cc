@@ -1,14 +1,15 @@
-// Importer of memplan.graph/1 (analyzer/graph_json.h): every error class is
+// Importer of memplan.graph/1 (analyzer/import/graph_json.h): every error class is
 // checked word for word, since the messages are a contract with users
 // ("FILE: POINTER: what; expected what", SPEC section 5, exit code 2).
-#include "analyzer/graph_json.h"
+#include "analyzer/import/graph_json.h"
 
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <string>
 
-#include "analyzer/graph.h"
+#include "analyzer/base/file_io.h"
+#include "analyzer/ir/graph.h"
 
 namespace memplan {
 namespace {

@@ -1,4 +1,4 @@
-#include "analyzer/graph.h"
+#include "analyzer/ir/graph.h"
 
 #include <doctest/doctest.h>
 

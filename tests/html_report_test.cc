@@ -1,6 +1,6 @@
-// Tests of the HTML memory report (analyzer/html_report.h): well-formed,
+// Tests of the HTML memory report (analyzer/report/html/html_report.h): well-formed,
 // self-contained pages whose drawn numbers match the simulator's.
-#include "analyzer/html_report.h"
+#include "analyzer/report/html/html_report.h"
 
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
-#include "analyzer/report.h"
+#include "analyzer/report/analyze_report.h"
 #include "tests/test_util.h"
 
 namespace memplan {

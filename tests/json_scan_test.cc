@@ -1,4 +1,4 @@
-#include "analyzer/json_scan.h"
+#include "analyzer/base/json_scan.h"
 
 #include <doctest/doctest.h>
 

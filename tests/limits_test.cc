@@ -8,13 +8,13 @@
 #include <string>
 
 #include "analyzer/analysis.h"
-#include "analyzer/graph.h"
-#include "analyzer/graph_json.h"
-#include "analyzer/lower.h"
-#include "analyzer/plan.h"
-#include "analyzer/program.h"
-#include "analyzer/simulator.h"
-#include "analyzer/units.h"
+#include "analyzer/base/units.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/ir/graph.h"
+#include "analyzer/lower/lower.h"
+#include "analyzer/plan/plan_document.h"
+#include "analyzer/sim/program.h"
+#include "analyzer/sim/simulator.h"
 
 namespace memplan {
 namespace {

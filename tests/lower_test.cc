@@ -1,10 +1,10 @@
-#include "analyzer/lower.h"
+#include "analyzer/lower/lower.h"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
-#include "analyzer/op_table.h"
+#include "analyzer/ir/op_table.h"
 #include "test_util.h"
 
 namespace memplan {

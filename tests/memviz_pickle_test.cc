@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "analyzer/memviz/pickle.h"
+#include "analyzer/report/memviz/pickle.h"
 
 namespace memplan::memviz {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "analyzer/memviz/pickle.h"
-#include "analyzer/memviz/predicted.h"
-#include "analyzer/memviz/snapshot.h"
+#include "analyzer/report/memviz/pickle.h"
+#include "analyzer/report/memviz/predicted.h"
+#include "analyzer/report/memviz/snapshot.h"
 
 namespace memplan::memviz {
 namespace {

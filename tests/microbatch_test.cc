@@ -5,7 +5,8 @@
 
 #include <string>
 
-#include "analyzer/graph_json.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/report/microbatch_report.h"
 #include "tests/test_util.h"
 
 namespace memplan {

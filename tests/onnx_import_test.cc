@@ -1,5 +1,5 @@
-// ONNX import (analyzer/onnx_import.h): ModelProtos built in code.
-#include "analyzer/onnx_import.h"
+// ONNX import (analyzer/import/onnx_import.h): ModelProtos built in code.
+#include "analyzer/import/onnx_import.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>

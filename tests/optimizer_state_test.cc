@@ -1,14 +1,14 @@
 // Optimizer state: bytes per optimizer by hand, the update workspaces of
 // torch.optim's single-tensor, foreach and fused paths, and the phase peak.
-#include "analyzer/optimizer_state.h"
+#include "analyzer/lower/optimizer_state.h"
 
 #include <doctest/doctest.h>
 
 #include <string>
 
-#include "analyzer/graph_json.h"
-#include "analyzer/program.h"
-#include "analyzer/simulator.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/sim/program.h"
+#include "analyzer/sim/simulator.h"
 
 namespace memplan {
 namespace {

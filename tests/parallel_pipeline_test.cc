@@ -3,10 +3,10 @@
 #include <optional>
 #include <string>
 
-#include "analyzer/checkpoint.h"
-#include "analyzer/parallel/pipeline.h"
-#include "analyzer/parallel/rank_step.h"
-#include "analyzer/simulator.h"
+#include "analyzer/lower/parallel/pipeline.h"
+#include "analyzer/lower/parallel/rank_step.h"
+#include "analyzer/sim/checkpoint.h"
+#include "analyzer/sim/simulator.h"
 #include "parallel_three.h"
 #include "test_util.h"
 

@@ -4,11 +4,11 @@
 #include <utility>
 
 #include "analyzer/analysis.h"
-#include "analyzer/optimizer_state.h"
-#include "analyzer/parallel/rank_step.h"
-#include "analyzer/planner.h"
-#include "analyzer/sac_policy.h"
-#include "analyzer/simulator.h"
+#include "analyzer/lower/optimizer_state.h"
+#include "analyzer/lower/parallel/rank_step.h"
+#include "analyzer/plan/planner.h"
+#include "analyzer/plan/sac_policy.h"
+#include "analyzer/sim/simulator.h"
 #include "parallel_three.h"
 #include "test_util.h"
 

@@ -1,15 +1,15 @@
-// memplan.plan/1 (analyzer/plan.h): the exact text PlanToJson writes, round
+// memplan.plan/1 (analyzer/plan/plan_document.h): the exact text PlanToJson writes, round
 // trips of baseline programs through PlanToJson and ParsePlan, and every
 // error class of ParsePlan word for word ("FILE: POINTER: what; expected
 // what", SPEC section 5, exit code 2 in memplan verify).
-#include "analyzer/plan.h"
-
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "analyzer/sha256.h"
+#include "analyzer/base/file_io.h"
+#include "analyzer/base/sha256.h"
+#include "analyzer/plan/plan_document.h"
 #include "tests/test_util.h"
 
 namespace memplan {

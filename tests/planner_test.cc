@@ -1,12 +1,12 @@
-#include "analyzer/planner.h"
+#include "analyzer/plan/planner.h"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <limits>
 
-#include "analyzer/baselines.h"
-#include "analyzer/sac_policy.h"
+#include "analyzer/plan/baselines.h"
+#include "analyzer/plan/sac_policy.h"
 #include "exhaustive.h"
 #include "order_graph.h"
 #include "random_graph.h"

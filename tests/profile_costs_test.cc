@@ -2,7 +2,7 @@
 // parsing, errors with file and pointer, and the override in the cost model.
 #include <doctest/doctest.h>
 
-#include "analyzer/cost_model.h"
+#include "analyzer/plan/cost_model.h"
 #include "test_util.h"
 
 namespace memplan {

@@ -1,6 +1,6 @@
-// Selective activation checkpointing policies (analyzer/sac_policy.h): the
+// Selective activation checkpointing policies (analyzer/plan/sac_policy.h): the
 // module regions, and each rule of the policy on a hand-made joint graph.
-#include "analyzer/sac_policy.h"
+#include "analyzer/plan/sac_policy.h"
 
 #include <doctest/doctest.h>
 

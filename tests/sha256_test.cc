@@ -1,7 +1,7 @@
 // SHA-256 against the FIPS 180-4 / NIST test vectors, and around the
 // padding boundaries (55, 56, 63, 64 bytes), where one or two final blocks
 // are needed.
-#include "analyzer/sha256.h"
+#include "analyzer/base/sha256.h"
 
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
-// Dimension expressions (analyzer/shape_expr.h): values and error text.
-#include "analyzer/shape_expr.h"
+// Dimension expressions (analyzer/ir/shape_expr.h): values and error text.
+#include "analyzer/ir/shape_expr.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "analyzer/simulator.h"
+#include "analyzer/sim/simulator.h"
 
 #include <doctest/doctest.h>
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "analyzer/analysis.h"
-#include "analyzer/graph_json.h"
-#include "analyzer/lower.h"
+#include "analyzer/import/graph_json.h"
+#include "analyzer/lower/lower.h"
 
 namespace memplan::testing {
 

@@ -1,5 +1,5 @@
 // Sizes on the command line (--budget 24GiB) and in human output.
-#include "analyzer/units.h"
+#include "analyzer/base/units.h"
 
 #include <doctest/doctest.h>
 

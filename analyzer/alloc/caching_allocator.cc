@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "analyzer/units.h"
+#include "analyzer/base/units.h"
 
 namespace memplan::alloc {
 namespace {

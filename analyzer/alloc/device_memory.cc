@@ -4,7 +4,7 @@
 
 #include <charconv>
 
-#include "analyzer/units.h"
+#include "analyzer/base/units.h"
 
 namespace memplan::alloc {
 namespace {

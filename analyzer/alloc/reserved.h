@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "analyzer/alloc/caching_allocator.h"
-#include "analyzer/simulator.h"
+#include "analyzer/ir/buffer_interval.h"
 
 namespace memplan::alloc {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CLI tests of --parallel (one rank's step: analyzer/parallel/rank_step.h), stdlib only.
+"""CLI tests of --parallel (one rank's step: analyzer/lower/parallel/rank_step.h), stdlib only.
 
 Usage: parallel_test.py --memplan PATH/TO/memplan
 

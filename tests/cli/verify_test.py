@@ -61,7 +61,7 @@ def write_json(path, doc):
 
 def baseline_steps(joint, mode):
     """Ops in file order, frees after the last reader; in "inplace" mode an
-    accumulate op takes over the first input it may (analyzer/program.h)."""
+    accumulate op takes over the first input it may (analyzer/sim/program.h)."""
     tensors = {t["id"]: t for t in joint["tensors"]}
     symbols = joint.get("symbols", {})
 

@@ -21,7 +21,7 @@ whose torch._foreach_sqrt copies every exp_avg_sq at once.
 Also checks the premise: torch.optim picks neither foreach nor fused for
 CPU parameters (torch/optim/optimizer.py _default_to_fused_or_foreach), and
 foreach for CUDA ones, as memplan's --optimizer model assumes per
-source.target_device (analyzer/optimizer_state.h).
+source.target_device (analyzer/lower/optimizer_state.h).
 
 Usage: optimizer_step_test.py --memplan PATH [--require-torch 2.15.0]
 """

@@ -1,0 +1,70 @@
+// The simulator: replays a step program over a joint graph under the
+// execution model of SPEC section 2, checks that it is valid, and measures it.
+// It never searches; planners call it to score their programs.
+//
+// Live bytes count each buffer once (views own none) and assume a perfect
+// allocator: the peak is the allocation-level, no-fragmentation peak that the
+// CPU backend's counting allocator measures.
+#ifndef MEMPLAN_ANALYZER_SIM_SIMULATOR_H_
+#define MEMPLAN_ANALYZER_SIM_SIMULATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analyzer/ir/buffer_interval.h"
+#include "analyzer/ir/graph.h"
+#include "analyzer/sim/program.h"
+
+namespace memplan {
+
+struct SimOptions {
+  // Require every backward op to run exactly once and the graph outputs and
+  // parameter gradients to be alive at the end.
+  bool require_complete = true;
+  // Cost of each op (by op index) for recompute_cost; empty: count runs only.
+  std::vector<double> op_cost;
+  // Collect live_at_peak and peak_by_kind (a second replay up to the peak).
+  bool collect_live_at_peak = true;
+};
+
+// One buffer alive at the peak.
+struct LiveBuffer {
+  int tensor = -1;        // the live name holding it (the base if alive, else a view)
+  int owner = -1;         // the tensor that allocated it
+  int workspace_of = -1;  // >= 0: this is the scratch of that op (tensor, owner -1)
+  int64_t bytes = 0;
+};
+
+// Invariants: peak_bytes = max(start_bytes, max(live_during)); live_during[s]
+// >= live_after[s] for run steps; live_after.back() == end_bytes; the sum of
+// live_at_peak bytes == peak_bytes == sum(peak_by_kind).
+struct SimResult {
+  int64_t peak_bytes = 0;
+  int peak_step = -1;  // -1: the resident set before the first step
+  int64_t start_bytes = 0;
+  int64_t end_bytes = 0;
+  std::vector<int64_t> live_during;      // per step: live bytes while it runs
+  std::vector<int64_t> live_after;       // per step: live bytes when it is done
+  std::vector<bool> recompute;           // per step: a run step that re-runs an op
+  std::vector<LiveBuffer> live_at_peak;  // largest first, then by tensor index
+  std::array<int64_t, kNumTensorKinds> peak_by_kind{};
+  std::vector<BufferInterval> intervals;  // in allocation order
+  double recompute_cost = 0;
+  int64_t recompute_runs = 0;
+};
+
+bool Simulate(const Graph& g, const Program& program, const SimOptions& options, SimResult* result,
+              std::string* err);
+
+// The least peak any valid program of `g` can reach, whatever it recomputes:
+// resident bytes plus the larger of (a) the most that any op needed for the
+// result must hold while it runs (its distinct non-resident input and output
+// buffers plus workspace, less each output that could take over an input of
+// its size in place) and (b) what must be alive at the end.
+int64_t PeakLowerBound(const Graph& g);
+
+}  // namespace memplan
+
+#endif  // MEMPLAN_ANALYZER_SIM_SIMULATOR_H_
