@@ -1,32 +1,25 @@
 #include "analyzer/reserved_plan.h"
 
 #include "analyzer/analysis.h"
+#include "analyzer/base/enum_table.h"
 
 namespace memplan {
 
+namespace {
+
+constexpr EnumName<BudgetOf> kBudgetOfs[] = {
+    {BudgetOf::kAllocated, "allocated"},
+    {BudgetOf::kReserved, "reserved"},
+    {BudgetOf::kDevice, "device"},
+};
+
+}  // namespace
+
 bool ParseBudgetOf(std::string_view name, BudgetOf* out) {
-  if (name == "allocated")
-    *out = BudgetOf::kAllocated;
-  else if (name == "reserved")
-    *out = BudgetOf::kReserved;
-  else if (name == "device")
-    *out = BudgetOf::kDevice;
-  else
-    return false;
-  return true;
+  return ParseEnum(kBudgetOfs, name, out);
 }
 
-const char* BudgetOfName(BudgetOf b) {
-  switch (b) {
-    case BudgetOf::kAllocated:
-      return "allocated";
-    case BudgetOf::kReserved:
-      return "reserved";
-    case BudgetOf::kDevice:
-      return "device";
-  }
-  return "?";
-}
+const char* BudgetOfName(BudgetOf b) { return NameOf(kBudgetOfs, b, "?"); }
 
 const char* BudgetOfPhrase(BudgetOf b) {
   switch (b) {

@@ -58,50 +58,75 @@ bool CostsMore(double a, double b) { return a > b + 1e-9 * std::max(1.0, std::ab
 // Writes the JSON document: the graphs done, then `current` when not null.
 using Flush = std::function<void(const json* current)>;
 
-bool BenchGraph(const std::string& path, const std::vector<int>& percents, const Flush& flush,
-                json* out, int* status) {
+// One graph, loaded and analysed: what every row of its benchmark reads.
+struct BenchInput {
   JointGraph jg;
+  double load_s = 0;
+  Analysis base;
+  PlannerOptions options;  // objective time, device h100, inplace, auto
+  std::vector<double> costs;
+  double step_cost = 0;
+  size_t forward_ops = 0;
+  bool scoped = false;  // some forward op has a scope
+  size_t candidates = 0;
+};
+
+// A budget to plan at: a percentage of the baseline peak, or the lowest
+// peak of a hand-written set ("=NAME").
+struct Budget {
+  std::string label;
+  double pct;
+  int64_t bytes;
+};
+
+// Loads and analyses `path` and prints its summary; false (with *status) on
+// a graph that does not load.
+bool LoadBenchInput(const std::string& path, BenchInput* in, int* status) {
   std::string err;
   auto t0 = Clock::now();
-  if (!LoadJointGraph(path, GraphLoadOptions(), &jg, &err)) {
+  if (!LoadJointGraph(path, GraphLoadOptions(), &in->jg, &err)) {
     std::fprintf(stderr, "memplan_plan_bench: %s: %s\n", path.c_str(), err.c_str());
     *status = 2;
     return false;
   }
-  const double load_s = Seconds(t0);
-  const Graph& g = jg.graph;
-  Analysis base;
-  if (!AnalyzeBaseline(g, AccumulationMode::kInplace, &base, &err)) {
+  in->load_s = Seconds(t0);
+  const Graph& g = in->jg.graph;
+  if (!AnalyzeBaseline(g, AccumulationMode::kInplace, &in->base, &err)) {
     std::fprintf(stderr, "memplan_plan_bench: %s: baseline: %s\n", path.c_str(), err.c_str());
     *status = 2;
     return false;
   }
-  const int64_t baseline_peak = base.sim.peak_bytes;
-  PlannerOptions options;  // objective time, device h100, inplace, auto
-  const std::vector<double> costs = OpCosts(g, options.cost);
-  double step_cost = 0;
-  for (double c : costs) step_cost += c;
-  size_t forward_ops = 0;
-  bool scoped = false;
+  in->costs = OpCosts(g, in->options.cost);
+  for (double c : in->costs) in->step_cost += c;
   for (const Op& op : g.ops) {
     if (op.phase != Phase::kForward) continue;
-    ++forward_ops;
-    scoped = scoped || !op.scope.empty();
+    ++in->forward_ops;
+    in->scoped = in->scoped || !op.scope.empty();
   }
-  const size_t candidates = CheckpointCandidates(g).size();
+  in->candidates = CheckpointCandidates(g).size();
 
   fmt::print("{}: {} ops ({} forward), {} tensors, {} candidates{}; loaded in {:.3f} s\n", path,
-             g.ops.size(), forward_ops, g.tensors.size(), candidates,
-             jg.lowered ? " (lowered)" : "", load_s);
+             g.ops.size(), in->forward_ops, g.tensors.size(), in->candidates,
+             in->jg.lowered ? " (lowered)" : "", in->load_s);
   fmt::print("  baseline peak {:.2f} MiB, floor {:.2f} MiB, step cost {:.4g} {}\n",
-             MiB(baseline_peak), MiB(base.lower_bound_bytes), step_cost, CostUnit(options.cost));
+             MiB(in->base.sim.peak_bytes), MiB(in->base.lower_bound_bytes), in->step_cost,
+             CostUnit(in->options.cost));
+  return true;
+}
 
-  std::vector<Baseline> baselines;
+// Scores the hand-written sets (save-all, sqrt, block1 and block2 when some
+// op has a scope), printing each; false (with *status) if one fails.
+bool ScoreBaselines(const std::string& path, const BenchInput& in, std::vector<Baseline>* baselines,
+                    int* status) {
+  const Graph& g = in.jg.graph;
+  const int64_t baseline_peak = in.base.sim.peak_bytes;
+  std::string err;
   auto score = [&](const std::string& name, auto make) -> bool {
     auto t = Clock::now();
     std::vector<bool> keep = make();
     ScoredPlan plan;
-    if (!ScoreCheckpointSet(g, keep, costs, options.accumulation, &plan, &err)) {
+    if (!ScoreCheckpointSet(g, keep, in.costs, {.program = {.mode = in.options.accumulation}},
+                            &plan, &err)) {
       std::fprintf(stderr, "memplan_plan_bench: %s: %s: %s\n", path.c_str(), name.c_str(),
                    err.c_str());
       *status = 1;
@@ -111,30 +136,36 @@ bool BenchGraph(const std::string& path, const std::vector<int>& percents, const
                static_cast<int64_t>(plan.checkpoint.recomputed_tensors.size()), Seconds(t)};
     fmt::print("  {:<10} peak {:10.2f} MiB ({:5.1f}%)  cost {:10.4g}  recomputes {} tensors\n",
                name, MiB(b.peak), 100.0 * b.peak / baseline_peak, b.cost, b.recomputed_tensors);
-    baselines.push_back(b);
+    baselines->push_back(b);
     return true;
   };
   if (!score("save-all", [&] { return SaveAllCheckpoints(g); })) return false;
   if (!score("sqrt", [&] { return SqrtCheckpoints(g); })) return false;
-  if (scoped) {
+  if (in.scoped) {
     if (!score("block1", [&] { return BlockCheckpoints(g, 1); })) return false;
     if (!score("block2", [&] { return BlockCheckpoints(g, 2); })) return false;
   }
+  return true;
+}
 
+// The graph's part of the JSON document, without its rows.
+json GraphJson(const std::string& path, const BenchInput& in,
+               const std::vector<Baseline>& baselines) {
+  const int64_t baseline_peak = in.base.sim.peak_bytes;
   json gj;
   gj["graph"] = path;
-  gj["name"] = g.name;
-  gj["lowered"] = jg.lowered;
-  gj["input_ops"] = jg.input_ops;
-  gj["ops"] = g.ops.size();
-  gj["forward_ops"] = forward_ops;
-  gj["tensors"] = g.tensors.size();
-  gj["candidates"] = candidates;
-  gj["load_s"] = load_s;
+  gj["name"] = in.jg.graph.name;
+  gj["lowered"] = in.jg.lowered;
+  gj["input_ops"] = in.jg.input_ops;
+  gj["ops"] = in.jg.graph.ops.size();
+  gj["forward_ops"] = in.forward_ops;
+  gj["tensors"] = in.jg.graph.tensors.size();
+  gj["candidates"] = in.candidates;
+  gj["load_s"] = in.load_s;
   gj["baseline_peak_bytes"] = baseline_peak;
-  gj["floor_bytes"] = base.lower_bound_bytes;
-  gj["step_cost"] = step_cost;
-  gj["cost_unit"] = CostUnit(options.cost);
+  gj["floor_bytes"] = in.base.lower_bound_bytes;
+  gj["step_cost"] = in.step_cost;
+  gj["cost_unit"] = CostUnit(in.options.cost);
   json bj = json::array();
   for (const Baseline& b : baselines)
     bj.push_back({{"name", b.name},
@@ -144,14 +175,13 @@ bool BenchGraph(const std::string& path, const std::vector<int>& percents, const
                   {"recomputed_tensors", b.recomputed_tensors},
                   {"seconds", b.seconds}});
   gj["baselines"] = bj;
+  return gj;
+}
 
-  // The budgets: each percentage of the baseline peak, then the lowest peak a
-  // hand-written set reaches (the tightest budget some baseline fits).
-  struct Budget {
-    std::string label;
-    double pct;
-    int64_t bytes;
-  };
+// The budgets: each percentage of the baseline peak, then the lowest peak a
+// hand-written set reaches (the tightest budget some baseline fits).
+std::vector<Budget> Budgets(const std::vector<int>& percents, int64_t baseline_peak,
+                            const std::vector<Baseline>& baselines) {
   std::vector<Budget> budgets;
   for (int pct : percents)
     budgets.push_back(
@@ -165,61 +195,80 @@ bool BenchGraph(const std::string& path, const std::vector<int>& percents, const
     if (!seen)
       budgets.push_back({"=" + lowest->name, 100.0 * lowest->peak / baseline_peak, lowest->peak});
   }
+  return budgets;
+}
 
+// Plans at one budget, prints the row and returns it as *row; false (with
+// *status) if the planner failed.
+bool PlanRow(const std::string& path, const BenchInput& in, const std::vector<Baseline>& baselines,
+             const Budget& bud, json* row, int* status) {
+  const int64_t budget = bud.bytes;
+  PlanResult result;
+  std::string err;
+  auto t = Clock::now();
+  if (!PlanCheckpoints(in.jg.graph, budget, in.options, &result, &err)) {
+    std::fprintf(stderr, "memplan_plan_bench: %s: plan at %s: %s\n", path.c_str(),
+                 bud.label.c_str(), err.c_str());
+    *status = 1;
+    return false;
+  }
+  const double plan_s = Seconds(t);
+  json fits = json::object();
+  std::vector<std::string> worse_than;
+  for (const Baseline& b : baselines) {
+    bool f = b.peak <= budget;
+    fits[b.name] = f;
+    if (f && (!result.feasible || CostsMore(result.best.recompute_cost, b.cost)))
+      worse_than.push_back(b.name);
+  }
+  const bool worse = !worse_than.empty();
+  fmt::print(
+      "  budget {:>9} {:10.2f} MiB: memplan {} peak {:10.2f} MiB cost {:10.4g} "
+      "({} programs, {}, {:.3f} s)",
+      bud.label, MiB(budget), result.feasible ? "fits   " : "NO FIT ",
+      MiB(result.best.sim.peak_bytes), result.best.recompute_cost, result.evaluations,
+      PlanAlgorithmName(result.algorithm), plan_s);
+  for (const Baseline& b : baselines)
+    fmt::print("  {}:{}", b.name, b.peak <= budget ? "fits" : "-");
+  if (worse) {
+    std::string names;
+    for (const std::string& n : worse_than) names += (names.empty() ? "" : ",") + n;
+    fmt::print("  WORSE than {}", names);
+  }
+  fmt::print("\n");
+  std::fflush(stdout);
+  *row = {{"budget", bud.label},
+          {"budget_pct", bud.pct},
+          {"budget_bytes", budget},
+          {"memplan",
+           {{"feasible", result.feasible},
+            {"peak_bytes", result.best.sim.peak_bytes},
+            {"recompute_cost", result.best.recompute_cost},
+            {"recomputed_tensors", result.best.checkpoint.recomputed_tensors.size()},
+            {"min_peak_bytes", result.min_feasible_peak_bytes},
+            {"plan_s", plan_s},
+            {"evaluations", result.evaluations},
+            {"algorithm", PlanAlgorithmName(result.algorithm)}}},
+          {"baseline_fits", fits},
+          {"worse_than_baseline", worse},
+          {"worse_than", worse_than}};
+  return true;
+}
+
+bool BenchGraph(const std::string& path, const std::vector<int>& percents, const Flush& flush,
+                json* out, int* status) {
+  BenchInput in;
+  if (!LoadBenchInput(path, &in, status)) return false;
+  std::vector<Baseline> baselines;
+  if (!ScoreBaselines(path, in, &baselines, status)) return false;
+  json gj = GraphJson(path, in, baselines);
   gj["rows"] = json::array();
   gj["complete"] = false;
   flush(&gj);
-  for (const Budget& bud : budgets) {
-    const int64_t budget = bud.bytes;
-    PlanResult result;
-    auto t = Clock::now();
-    if (!PlanCheckpoints(g, budget, options, &result, &err)) {
-      std::fprintf(stderr, "memplan_plan_bench: %s: plan at %s: %s\n", path.c_str(),
-                   bud.label.c_str(), err.c_str());
-      *status = 1;
-      return false;
-    }
-    const double plan_s = Seconds(t);
-    json fits = json::object();
-    std::vector<std::string> worse_than;
-    for (const Baseline& b : baselines) {
-      bool f = b.peak <= budget;
-      fits[b.name] = f;
-      if (f && (!result.feasible || CostsMore(result.best.recompute_cost, b.cost)))
-        worse_than.push_back(b.name);
-    }
-    const bool worse = !worse_than.empty();
-    fmt::print(
-        "  budget {:>9} {:10.2f} MiB: memplan {} peak {:10.2f} MiB cost {:10.4g} "
-        "({} programs, {}, {:.3f} s)",
-        bud.label, MiB(budget), result.feasible ? "fits   " : "NO FIT ",
-        MiB(result.best.sim.peak_bytes), result.best.recompute_cost, result.evaluations,
-        PlanAlgorithmName(result.algorithm), plan_s);
-    for (const Baseline& b : baselines)
-      fmt::print("  {}:{}", b.name, b.peak <= budget ? "fits" : "-");
-    if (worse) {
-      std::string names;
-      for (const std::string& n : worse_than) names += (names.empty() ? "" : ",") + n;
-      fmt::print("  WORSE than {}", names);
-    }
-    fmt::print("\n");
-    std::fflush(stdout);
-    gj["rows"].push_back(
-        {{"budget", bud.label},
-         {"budget_pct", bud.pct},
-         {"budget_bytes", budget},
-         {"memplan",
-          {{"feasible", result.feasible},
-           {"peak_bytes", result.best.sim.peak_bytes},
-           {"recompute_cost", result.best.recompute_cost},
-           {"recomputed_tensors", result.best.checkpoint.recomputed_tensors.size()},
-           {"min_peak_bytes", result.min_feasible_peak_bytes},
-           {"plan_s", plan_s},
-           {"evaluations", result.evaluations},
-           {"algorithm", PlanAlgorithmName(result.algorithm)}}},
-         {"baseline_fits", fits},
-         {"worse_than_baseline", worse},
-         {"worse_than", worse_than}});
+  for (const Budget& bud : Budgets(percents, in.base.sim.peak_bytes, baselines)) {
+    json row;
+    if (!PlanRow(path, in, baselines, bud, &row, status)) return false;
+    gj["rows"].push_back(std::move(row));
     flush(&gj);
   }
   gj["complete"] = true;

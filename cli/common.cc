@@ -1,10 +1,15 @@
 #include "cli/common.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <tuple>
+
+#include "analyzer/base/file_io.h"
+#include "analyzer/base/sha256.h"
 
 namespace memplan {
 
@@ -200,6 +205,11 @@ bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err) {
   return parallel::CheckOptions(p, err);
 }
 
+bool ParseStepGraphFlags(const CommonFlags& common, const StepFlags& step_flags,
+                         GraphLoadOptions* load, StepOptions* step, std::string* err) {
+  return ParseSets(common.sets, load, err) && ParseStepFlags(step_flags, step, err);
+}
+
 bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool* has_device,
                          alloc::DeviceMemory* out, std::string* err) {
   *has_device = !name.empty();
@@ -234,6 +244,19 @@ bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load, const 
   if (parallel::MakeRankStep(step.parallel, &jg->graph, &jg->parallel, err)) return true;
   *err = jg->file + ": --parallel " + parallel::StrategyName(step.parallel.strategy) + ": " + *err;
   return false;
+}
+
+bool LoadPlanFor(const std::string& plan_file, const std::string& graph_file, const Graph& g,
+                 Plan* plan, std::vector<std::string>* warnings, std::string* err) {
+  if (!LoadPlanFile(plan_file, g, plan, err)) return false;
+  std::string graph_bytes;
+  if (!ReadFile(graph_file, &graph_bytes, err)) return false;
+  if (plan->graph_sha256 != Sha256Hex(graph_bytes))
+    warnings->push_back(fmt::format(
+        "{}: graph_sha256 does not match the bytes of {}: the plan was made for another "
+        "version of the graph",
+        plan_file, graph_file));
+  return true;
 }
 
 }  // namespace memplan

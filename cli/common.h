@@ -11,6 +11,7 @@
 #include "analyzer/import/graph_json.h"
 #include "analyzer/lower/optimizer_state.h"
 #include "analyzer/lower/parallel/rank_step.h"
+#include "analyzer/plan/plan_document.h"
 
 namespace memplan {
 
@@ -69,6 +70,11 @@ struct StepOptions {
 void AddStepFlags(CLI::App* cmd, StepFlags* flags);
 bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err);
 
+// The preamble of the commands that load a step: --set into *load, then the
+// step flags into *step (ParseSets, ParseStepFlags; the first error wins).
+bool ParseStepGraphFlags(const CommonFlags& common, const StepFlags& step_flags,
+                         GraphLoadOptions* load, StepOptions* step, std::string* err);
+
 // --device NAME / --device-conf TEXT: the whole device's memory
 // (alloc/device_memory.h). An empty name is no device (*has_device false).
 // False with a message for an unknown name, bad overrides, or a conf
@@ -83,6 +89,14 @@ bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool*
 // sizes (ExportWarningsInEffect).
 bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load, const StepOptions& step,
                    JointGraph* jg, std::string* err);
+
+// Loads plan_file, a memplan.plan/1 for `g` (the step loaded from
+// graph_file), and re-reads graph_file: when the plan's graph_sha256 is not
+// that of its bytes, appends to *warnings the one warning that the plan was
+// made for another version of the graph. False with *err when either file
+// cannot be read or the plan does not fit `g`.
+bool LoadPlanFor(const std::string& plan_file, const std::string& graph_file, const Graph& g,
+                 Plan* plan, std::vector<std::string>* warnings, std::string* err);
 
 }  // namespace memplan
 

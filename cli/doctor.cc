@@ -30,7 +30,7 @@ int RunDoctor(const DoctorFlags& f) {
 
 }  // namespace
 
-void AddDoctorCommand(CLI::App* app, int* rc) {
+void RegisterDoctor(CLI::App* app, int* rc) {
   static DoctorFlags flags;
   CLI::App* d = app->add_subcommand(
       "doctor", "say how this memplan was built and which CUPTI and GPU it would use");

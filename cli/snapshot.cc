@@ -34,10 +34,9 @@ struct SnapshotFlags {
 int Predict(const SnapshotFlags& f, JointGraph* jg, memviz::Snapshot* predicted,
             alloc::ReservedReport* report) {
   GraphLoadOptions options;
-  std::string err;
-  if (!ParseSets(f.common.sets, &options, &err)) return Error(err);
   StepOptions optimizer;
-  if (!ParseStepFlags(f.optimizer, &optimizer, &err)) return Error(err);
+  std::string err;
+  if (!ParseStepGraphFlags(f.common, f.optimizer, &options, &optimizer, &err)) return Error(err);
   AccumulationMode mode;
   if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
   alloc::Config config;
@@ -188,7 +187,7 @@ void AddPredictionFlags(CLI::App* cmd, SnapshotFlags* f) {
 
 }  // namespace
 
-void AddSnapshotCommands(CLI::App* app, int* rc) {
+void RegisterSnapshotCommands(CLI::App* app, int* rc) {
   static SnapshotFlags snapshot, compare;
   CLI::App* s = app->add_subcommand(
       "snapshot", "write the predicted step as a PyTorch memory snapshot (memory_viz pickle)");

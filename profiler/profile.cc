@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "analyzer/base/enum_table.h"
 #include "profiler/executor.h"
 #if MEMPLAN_HAVE_CUDA
 #include "profiler/cuda_backend.h"
@@ -239,16 +240,18 @@ ProfileStatus RunCuda(const Graph& g, const Program& program, const ProfileOptio
 
 bool BuiltWithCuda() { return MEMPLAN_HAVE_CUDA != 0; }
 
+namespace {
+
+constexpr EnumName<BackendChoice> kBackendChoices[] = {
+    {BackendChoice::kAuto, "auto"},
+    {BackendChoice::kCpu, "cpu"},
+    {BackendChoice::kCuda, "cuda"},
+};
+
+}  // namespace
+
 bool ParseBackendChoice(std::string_view name, BackendChoice* out) {
-  if (name == "auto")
-    *out = BackendChoice::kAuto;
-  else if (name == "cpu")
-    *out = BackendChoice::kCpu;
-  else if (name == "cuda")
-    *out = BackendChoice::kCuda;
-  else
-    return false;
-  return true;
+  return ParseEnum(kBackendChoices, name, out);
 }
 
 ProfileStatus RunProfile(const Graph& g, const Program& program, const ProfileOptions& options,

@@ -24,16 +24,6 @@ LIMIT = 150
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("analyzer/ir/op_table.cc", "RuleFor"): "the backward rule table: one case per op family",
     ("analyzer/report/memviz/pickle.cc", "Step"): "the pickle opcode table: one case per opcode",
-    # Being split (issue 32); each entry goes when its function does.
-    ("analyzer/import/onnx_import.cc", "Evaluate"): "split pending",
-    ("analyzer/import/onnx_import.cc", "EmitNode"): "split pending",
-    ("analyzer/lower/parallel/pipeline.cc", "BuildStage"): "split pending",
-    ("analyzer/lower/parallel/rank_step.cc", "Fsdp"): "split pending",
-    ("analyzer/plan/planner.cc", "Greedy"): "split pending",
-    ("analyzer/report/html/html_report.cc", "RenderHtmlReport"): "split pending",
-    ("analyzer/sim/checkpoint.cc", "BuildCheckpointProgram"): "split pending",
-    ("cli/main.cc", "Main"): "split pending",
-    ("bench/plan_bench.cc", "BenchGraph"): "split pending",
 }
 
 _TOKEN = re.compile(

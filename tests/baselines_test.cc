@@ -53,8 +53,7 @@ void CheckSubsetOfCandidates(const Graph& g, const std::vector<bool>& keep) {
 ScoredPlan MustScore(const Graph& g, const std::vector<bool>& keep) {
   ScoredPlan plan;
   std::string err;
-  bool ok =
-      ScoreCheckpointSet(g, keep, OpCosts(g, CostModel()), AccumulationMode::kInplace, &plan, &err);
+  bool ok = ScoreCheckpointSet(g, keep, OpCosts(g, CostModel()), {}, &plan, &err);
   INFO(err);
   REQUIRE(ok);
   return plan;

@@ -78,7 +78,7 @@ TEST_CASE("chain dp: matches the exhaustive optimum on random op chains") {
       if (!plan.found) continue;
       ++feasible;
       ScoredPlan scored;
-      REQUIRE(ScoreCheckpointSet(g, plan.keep, costs, AccumulationMode::kInplace, &scored, &err));
+      REQUIRE(ScoreCheckpointSet(g, plan.keep, costs, {}, &scored, &err));
       CHECK(scored.sim.peak_bytes == plan.modeled_peak_bytes);
       CHECK(scored.sim.peak_bytes <= budget);
       CHECK(Near(scored.recompute_cost, plan.cost));
@@ -112,7 +112,7 @@ TEST_CASE("chain dp: the model equals the simulator on random sets of op chains"
       std::string err;
       REQUIRE(ChainModel(g, keep, costs, AccumulationMode::kInplace, &peak, &cost, &err));
       ScoredPlan scored;
-      REQUIRE(ScoreCheckpointSet(g, keep, costs, AccumulationMode::kInplace, &scored, &err));
+      REQUIRE(ScoreCheckpointSet(g, keep, costs, {}, &scored, &err));
       CHECK(peak == scored.sim.peak_bytes);
       CHECK(Near(cost, scored.recompute_cost));
       ++sets;

@@ -64,7 +64,7 @@ TEST_CASE("checkpoint: keeping every candidate is the baseline program") {
     std::vector<bool> keep(g.tensors.size(), false);
     for (int t : CheckpointCandidates(g)) keep[t] = true;
     for (AccumulationMode mode : {AccumulationMode::kInplace, AccumulationMode::kDeferred}) {
-      CheckpointProgram cp = BuildCheckpointProgram(g, keep, mode);
+      CheckpointProgram cp = BuildCheckpointProgram(g, keep, {.mode = mode});
       CHECK(cp.recomputed_ops.empty());
       SimResult r = MustSimulate(g, cp.program);
       CHECK(r.peak_bytes == testing::Baseline(g, mode).peak_bytes);
@@ -76,7 +76,7 @@ TEST_CASE("checkpoint: hand-computed recomputation on a chain") {
   Graph g = MustLower(kChain);
   // Keep only b: the backward of fd needs d (recomputed from c, itself from
   // b); fc's backward needs c (alive since recomputed); fb's needs b (kept).
-  CheckpointProgram cp = BuildCheckpointProgram(g, Keep(g, {"b"}), AccumulationMode::kInplace);
+  CheckpointProgram cp = BuildCheckpointProgram(g, Keep(g, {"b"}));
   CHECK(OpNames(g, cp.recomputed_ops) == Strings{"fc", "fd"});
   CHECK(testing::Names(g, cp.recomputed_tensors) == Strings{"c", "d"});
   SimResult r = MustSimulate(g, cp.program);
@@ -89,7 +89,7 @@ TEST_CASE("checkpoint: hand-computed recomputation on a chain") {
   CHECK(r.recompute_runs == 2);
   // Keeping everything costs more: the forward peak holds b, c, d at once
   // and the backward starts with all of them.
-  CheckpointProgram none = BuildCheckpointProgram(g, Keep(g, {}), AccumulationMode::kInplace);
+  CheckpointProgram none = BuildCheckpointProgram(g, Keep(g, {}));
   CHECK(OpNames(g, none.recomputed_ops) == Strings{"fa", "fb", "fc", "fd"});
   CHECK(MustSimulate(g, none.program).recompute_runs == 4);
 }
@@ -113,7 +113,7 @@ TEST_CASE("checkpoint: a rerun remaking a kept tensor already freed frees the ne
     "outputs": ["loss"]})");
   // y's last use is tanh in the forward (tanh saves its output). Keep y and
   // z; ln's backward needs a and ln's statistics: ln reruns and remakes y.
-  CheckpointProgram cp = BuildCheckpointProgram(g, Keep(g, {"y", "z"}), AccumulationMode::kInplace);
+  CheckpointProgram cp = BuildCheckpointProgram(g, Keep(g, {"y", "z"}));
   CHECK(OpNames(g, cp.recomputed_ops) == Strings{"fa", "ln"});
   SimResult r = MustSimulate(g, cp.program);
   SimResult baseline = testing::Baseline(g, AccumulationMode::kInplace);
@@ -155,10 +155,10 @@ TEST_CASE("checkpoint: a recompute group is remade at once at its first backward
         return static_cast<int>(i);
     return -1;
   };
-  CheckpointProgram lazy = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
+  CheckpointProgram lazy = BuildCheckpointProgram(g, keep);
   std::vector<int> group(g.tensors.size(), -1);
   group[g.FindTensor("a")] = group[g.FindTensor("b")] = group[g.FindTensor("s")] = 0;
-  CheckpointProgram grouped = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, group);
+  CheckpointProgram grouped = BuildCheckpointProgram(g, keep, {.recompute_group = &group});
   CHECK(OpNames(g, lazy.recomputed_ops) == Strings{"fb", "fa"});
   CHECK(OpNames(g, grouped.recomputed_ops) == Strings{"fa", "fb"});
   const int fb_bw = step_of(grouped.program, "fb.bw", false);
@@ -170,7 +170,7 @@ TEST_CASE("checkpoint: a recompute group is remade at once at its first backward
   CHECK(rg.recompute_runs == rl.recompute_runs);
   // Without groups (or with every group -1) it is the on-demand program.
   std::vector<int> none(g.tensors.size(), -1);
-  CheckpointProgram same = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, none);
+  CheckpointProgram same = BuildCheckpointProgram(g, keep, {.recompute_group = &none});
   CHECK(OpNames(g, same.recomputed_ops) == OpNames(g, lazy.recomputed_ops));
   CHECK(MustSimulate(g, same.program).peak_bytes == rl.peak_bytes);
 }
@@ -202,19 +202,17 @@ TEST_CASE("checkpoint: a recompute group reruns its module up to its last saved 
   for (const char* t : {"a", "z", "b", "s"}) group[g.FindTensor(t)] = 0;
   // Nothing kept: m is not a candidate (only fa reads it) and would be
   // recomputed on demand; as the module's input it is kept.
-  CheckpointProgram lazy = BuildCheckpointProgram(g, Keep(g, {}), AccumulationMode::kInplace);
-  CheckpointProgram grouped =
-      BuildCheckpointProgram(g, Keep(g, {}), AccumulationMode::kInplace, group);
+  CheckpointProgram lazy = BuildCheckpointProgram(g, Keep(g, {}));
+  CheckpointProgram grouped = BuildCheckpointProgram(g, Keep(g, {}), {.recompute_group = &group});
   CHECK(OpNames(g, lazy.recomputed_ops) == Strings{"fm", "fa", "fb"});
   CHECK(OpNames(g, grouped.recomputed_ops) == Strings{"fa", "fz", "fb"});
   MustSimulate(g, grouped.program);
   // b kept: saved ops are not rerun; a is, and z with it.
-  CheckpointProgram saved =
-      BuildCheckpointProgram(g, Keep(g, {"b"}), AccumulationMode::kInplace, group);
+  CheckpointProgram saved = BuildCheckpointProgram(g, Keep(g, {"b"}), {.recompute_group = &group});
   CHECK(OpNames(g, saved.recomputed_ops) == Strings{"fa", "fz"});
   // Every member alive: the group is not wrapped, nothing reruns.
   CheckpointProgram all =
-      BuildCheckpointProgram(g, Keep(g, {"a", "b"}), AccumulationMode::kInplace, group);
+      BuildCheckpointProgram(g, Keep(g, {"a", "b"}), {.recompute_group = &group});
   CHECK(all.recomputed_ops.empty());
 
   // The module's own backward ops trigger it at their first read of any of
@@ -236,7 +234,7 @@ TEST_CASE("checkpoint: a recompute group reruns its module up to its last saved 
   std::vector<int> own = group;
   for (int t : g.ops[g.FindOp("fb.bw")].outputs) own[t] = 0;
   CheckpointProgram triggered =
-      BuildCheckpointProgram(g, Keep(g, {"b"}), AccumulationMode::kInplace, own);
+      BuildCheckpointProgram(g, Keep(g, {"b"}), {.recompute_group = &own});
   CHECK(first_rerun_before(triggered, "fb.bw"));
   CHECK(OpNames(g, triggered.recomputed_ops) == Strings{"fa", "fz"});
   MustSimulate(g, triggered.program);
@@ -254,7 +252,7 @@ TEST_CASE("checkpoint: every checkpoint set gives a valid program on random grap
       for (int t : candidates) keep[t] = (rng() % 2) == 0;
       for (AccumulationMode mode : {AccumulationMode::kInplace, AccumulationMode::kOutOfPlace,
                                     AccumulationMode::kDeferred}) {
-        CheckpointProgram cp = BuildCheckpointProgram(g, keep, mode);
+        CheckpointProgram cp = BuildCheckpointProgram(g, keep, {.mode = mode});
         SimResult r;
         std::string err;
         bool ok = Simulate(g, cp.program, SimOptions(), &r, &err);
@@ -311,9 +309,8 @@ TEST_CASE("checkpoint: a tensor recomputed at each use is freed after each and r
   CHECK(EachUseMatters(g)[g.FindTensor("a")]);
   std::vector<bool> keep = Keep(g, {"c", "f"}), each_use(g.tensors.size(), false);
   each_use[g.FindTensor("a")] = true;
-  CheckpointProgram held = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
-  CheckpointProgram each =
-      BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, each_use);
+  CheckpointProgram held = BuildCheckpointProgram(g, keep);
+  CheckpointProgram each = BuildCheckpointProgram(g, keep, {.each_use = &each_use});
   CHECK(OpNames(g, held.recomputed_ops) == Strings{"fa"});
   CHECK(OpNames(g, each.recomputed_ops) == Strings{"fa", "fa"});
   CHECK(testing::Names(g, each.recomputed_tensors) == Strings{"a"});
@@ -340,9 +337,8 @@ TEST_CASE("checkpoint: recomputing at each use never changes a program that reco
     Graph g = MustLower(testing::RandomForwardGraph(seed, 12));
     std::vector<bool> keep(g.tensors.size(), false), each_use(g.tensors.size(), true);
     for (int t : CheckpointCandidates(g)) keep[t] = true;
-    CheckpointProgram plain = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
-    CheckpointProgram each =
-        BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, each_use);
+    CheckpointProgram plain = BuildCheckpointProgram(g, keep);
+    CheckpointProgram each = BuildCheckpointProgram(g, keep, {.each_use = &each_use});
     CHECK(each.recomputed_ops.empty());
     CHECK(RunsAndFrees(g, each.program, 0) == RunsAndFrees(g, plain.program, 0));
   }
@@ -360,9 +356,8 @@ TEST_CASE("checkpoint: programs recomputing at each use are valid on random grap
         keep[t] = (rng() % 3) == 0;
         each_use[t] = (rng() % 2) == 0;
       }
-      CheckpointProgram cp =
-          BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, each_use);
-      CheckpointProgram held = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
+      CheckpointProgram cp = BuildCheckpointProgram(g, keep, {.each_use = &each_use});
+      CheckpointProgram held = BuildCheckpointProgram(g, keep);
       SimResult r, h;
       std::string err;
       bool ok = Simulate(g, cp.program, SimOptions(), &r, &err) &&
@@ -386,10 +381,9 @@ TEST_CASE("checkpoint: reverse_order recomputes an op's dead inputs last first")
   CHECK(matters[g.FindOp("fd")]);      // in the forward too
   CHECK(!matters[g.FindOp("fz.bw")]);  // reads no candidate
   std::vector<bool> keep = Keep(g, {}), reverse(g.ops.size(), false);
-  CheckpointProgram input_order = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace);
+  CheckpointProgram input_order = BuildCheckpointProgram(g, keep);
   reverse[g.FindOp("fd.bw")] = true;
-  CheckpointProgram last_first =
-      BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, {}, reverse);
+  CheckpointProgram last_first = BuildCheckpointProgram(g, keep, {.reverse_order = &reverse});
   CHECK(OpNames(g, input_order.recomputed_ops) == Strings{"fh1", "fh2", "fp", "fs3", "fhq", "fq"});
   CHECK(OpNames(g, last_first.recomputed_ops) == Strings{"fs3", "fhq", "fq", "fh1", "fh2", "fp"});
   // The same runs, so the same cost; hq's 112 KiB no longer meet p.
@@ -401,7 +395,7 @@ TEST_CASE("checkpoint: reverse_order recomputes an op's dead inputs last first")
   // An empty vector, or one reversing an op with one dead input, changes nothing.
   std::vector<bool> other(g.ops.size(), false);
   other[g.FindOp("fz.bw")] = true;
-  CHECK(BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {}, {}, other).recomputed_ops ==
+  CHECK(BuildCheckpointProgram(g, keep, {.reverse_order = &other}).recomputed_ops ==
         input_order.recomputed_ops);
 }
 

@@ -56,8 +56,9 @@ struct Exhaustive {
         for (size_t k = 0; k < order_ops.size(); ++k) reverse[order_ops[k]] = (mask >> k) & 1;
         ScoredPlan plan;
         std::string err;
-        REQUIRE(ScoreCheckpointSet(g, keep, op_costs, AccumulationMode::kInplace, &plan, &err,
-                                   /*detailed=*/false, nullptr, &each_use, &reverse));
+        const ScoreOptions options{.program = {.each_use = &each_use, .reverse_order = &reverse},
+                                   .detailed = false};
+        REQUIRE(ScoreCheckpointSet(g, keep, op_costs, options, &plan, &err));
         peaks.push_back(plan.sim.peak_bytes);
         costs.push_back(plan.recompute_cost);
         min_peak = std::min(min_peak, plan.sim.peak_bytes);

@@ -256,7 +256,7 @@ TEST_CASE("pipeline: checkpoint programs keep the interleaved order") {
   RankStats stats;
   Graph g = Stage(TwoStages(PipelineSchedule::k1F1B, 0), &stats);
   std::vector<bool> keep(g.tensors.size(), false);
-  CheckpointProgram cp = BuildCheckpointProgram(g, keep, AccumulationMode::kInplace, {});
+  CheckpointProgram cp = BuildCheckpointProgram(g, keep);
   std::vector<std::string> runs;
   for (const Step& s : cp.program.steps)
     if (s.IsRun()) runs.push_back(g.ops[s.op].id);

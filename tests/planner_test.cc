@@ -238,8 +238,7 @@ TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written
     for (int depth = 0; depth <= 3; ++depth) {
       std::string err;
       REQUIRE(ScoreCheckpointSet(g, depth == 0 ? SqrtCheckpoints(g) : BlockCheckpoints(g, depth),
-                                 costs, AccumulationMode::kInplace, &hand_written[depth], &err,
-                                 /*detailed=*/false));
+                                 costs, {.detailed = false}, &hand_written[depth], &err));
       least = std::min(least, hand_written[depth].sim.peak_bytes);
     }
     int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;

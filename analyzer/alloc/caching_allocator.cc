@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/base/enum_table.h"
 #include "analyzer/base/units.h"
 
 namespace memplan::alloc {
@@ -722,26 +723,23 @@ std::vector<SegmentInfo> CachingAllocator::Segments() const {
   return result;
 }
 
+namespace {
+
+constexpr EnumName<TraceEntry::Action> kTraceActions[] = {
+    {TraceEntry::Action::kAlloc, "alloc"},
+    {TraceEntry::Action::kFreeRequested, "free_requested"},
+    {TraceEntry::Action::kFreeCompleted, "free_completed"},
+    {TraceEntry::Action::kSegmentAlloc, "segment_alloc"},
+    {TraceEntry::Action::kSegmentFree, "segment_free"},
+    {TraceEntry::Action::kSegmentMap, "segment_map"},
+    {TraceEntry::Action::kSegmentUnmap, "segment_unmap"},
+    {TraceEntry::Action::kOom, "oom"},
+};
+
+}  // namespace
+
 const char* TraceActionName(TraceEntry::Action action) {
-  switch (action) {
-    case TraceEntry::Action::kAlloc:
-      return "alloc";
-    case TraceEntry::Action::kFreeRequested:
-      return "free_requested";
-    case TraceEntry::Action::kFreeCompleted:
-      return "free_completed";
-    case TraceEntry::Action::kSegmentAlloc:
-      return "segment_alloc";
-    case TraceEntry::Action::kSegmentFree:
-      return "segment_free";
-    case TraceEntry::Action::kSegmentMap:
-      return "segment_map";
-    case TraceEntry::Action::kSegmentUnmap:
-      return "segment_unmap";
-    case TraceEntry::Action::kOom:
-      return "oom";
-  }
-  return "?";
+  return NameOf(kTraceActions, action, "?");
 }
 
 bool Replay(const Config& config, const std::vector<Event>& events, Stats* stats,

@@ -574,188 +574,245 @@ class Importer {
 
   bool Known(const std::string& name) const { return values_.count(name) > 0; }
 
+  // The value of node n's input k, or null when it has none (yet).
+  const StaticValue* StaticInput(const NodeProto& n, int k) const {
+    if (k >= n.input_size() || n.input(k).empty()) return nullptr;
+    auto it = values_.find(n.input(k));
+    return it == values_.end() ? nullptr : &it->second;
+  }
+
+  // An evaluator writes node n's first output into *out; false when it cannot.
+  using Evaluator = bool (Importer::*)(const NodeProto& n, StaticValue* out);
+
+  // The op types Evaluate computes, and how.
+  static const std::map<std::string, Evaluator, std::less<> >& Evaluators() {
+    static const auto* table = new std::map<std::string, Evaluator, std::less<> >{
+        {"Constant", &Importer::EvalConstant}, {"Shape", &Importer::EvalShape},
+        {"Size", &Importer::EvalShape},        {"Identity", &Importer::EvalElementwise},
+        {"Cast", &Importer::EvalElementwise},  {"Floor", &Importer::EvalElementwise},
+        {"Ceil", &Importer::EvalElementwise},  {"Neg", &Importer::EvalElementwise},
+        {"Abs", &Importer::EvalElementwise},   {"Unsqueeze", &Importer::EvalSqueeze},
+        {"Squeeze", &Importer::EvalSqueeze},   {"Concat", &Importer::EvalConcat},
+        {"Gather", &Importer::EvalGather},     {"Add", &Importer::EvalBinary},
+        {"Sub", &Importer::EvalBinary},        {"Mul", &Importer::EvalBinary},
+        {"Div", &Importer::EvalBinary},        {"Max", &Importer::EvalBinary},
+        {"Min", &Importer::EvalBinary},        {"Mod", &Importer::EvalBinary},
+        {"Slice", &Importer::EvalSlice},       {"ConstantOfShape", &Importer::EvalConstantOfShape},
+    };
+    return *table;
+  }
+
   // Evaluates node n when every input it needs has a value. True if it did.
   bool Evaluate(const NodeProto& n) {
-    const std::string& type = n.op_type();
-    auto in = [&](int k) -> const StaticValue* {
-      if (k >= n.input_size() || n.input(k).empty()) return nullptr;
-      auto it = values_.find(n.input(k));
-      return it == values_.end() ? nullptr : &it->second;
-    };
+    auto it = Evaluators().find(n.op_type());
+    if (it == Evaluators().end()) return false;
     StaticValue out;
-    if (type == "Constant") {
-      if (const auto* a = FindAttr(n, "value")) {
-        if (!TensorValues(a->t(), &out)) return false;
-      } else if (const auto* a = FindAttr(n, "value_int")) {
-        out.values = {static_cast<double>(a->i())};
-      } else if (const auto* a = FindAttr(n, "value_ints")) {
-        out.dims = {a->ints_size()};
-        for (int64_t x : a->ints()) out.values.push_back(static_cast<double>(x));
-      } else if (const auto* a = FindAttr(n, "value_float")) {
-        out.elem = TensorProto::FLOAT;
-        out.values = {a->f()};
-      } else {
-        return false;
-      }
-    } else if (type == "Shape" || type == "Size") {
-      auto it = shapes_.find(n.input(0));
-      if (it == shapes_.end()) return false;
-      const auto& s = it->second;
-      if (type == "Size") {
-        double p = 1;
-        for (int64_t d : s) p *= static_cast<double>(d);
-        out.values = {p};
-      } else {
-        int64_t r = static_cast<int64_t>(s.size());
-        int64_t start = AttrInt(n, "start", 0), end = AttrInt(n, "end", r);
-        if (start < 0) start += r;
-        if (end < 0) end += r;
-        start = std::clamp<int64_t>(start, 0, r);
-        end = std::clamp<int64_t>(end, start, r);
-        for (int64_t k = start; k < end; ++k) out.values.push_back(static_cast<double>(s[k]));
-        out.dims = {end - start};
-      }
-    } else if (type == "Identity" || type == "Cast" || type == "Floor" || type == "Ceil" ||
-               type == "Neg" || type == "Abs") {
-      const StaticValue* a = in(0);
-      if (!a) return false;
-      out = *a;
-      if (type == "Cast") out.elem = static_cast<int32_t>(AttrInt(n, "to", a->elem));
-      for (double& x : out.values) {
-        if (type == "Floor") x = std::floor(x);
-        if (type == "Ceil") x = std::ceil(x);
-        if (type == "Neg") x = -x;
-        if (type == "Abs") x = std::fabs(x);
-        if (IsIntElem(out.elem)) x = std::trunc(x);
-      }
-    } else if (type == "Unsqueeze" || type == "Squeeze") {
-      const StaticValue* a = in(0);
-      if (!a) return false;
-      std::vector<int64_t> axes = AttrInts(n, "axes");
-      if (n.input_size() > 1 && !n.input(1).empty()) {
-        const StaticValue* ax = in(1);
-        if (!ax) return false;
-        axes.clear();
-        for (double x : ax->values) axes.push_back(SaturatingInt(x));
-      }
-      out = *a;
-      if (type == "Unsqueeze") {
-        int64_t r = static_cast<int64_t>(a->dims.size() + axes.size());
-        for (int64_t& x : axes)
-          if (x < 0) x += r;
-        std::sort(axes.begin(), axes.end());
-        for (int64_t x : axes) {
-          if (x < 0 || x > static_cast<int64_t>(out.dims.size())) return false;
-          out.dims.insert(out.dims.begin() + x, 1);
-        }
-      } else {
-        std::vector<int64_t> dims;
-        int64_t r = static_cast<int64_t>(a->dims.size());
-        for (int64_t k = 0; k < r; ++k) {
-          bool drop = axes.empty() ? a->dims[k] == 1
-                                   : std::count(axes.begin(), axes.end(), k) +
-                                             std::count(axes.begin(), axes.end(), k - r) >
-                                         0;
-          if (!drop) dims.push_back(a->dims[k]);
-        }
-        out.dims = dims;
-      }
-    } else if (type == "Concat") {
-      for (int k = 0; k < n.input_size(); ++k) {
-        const StaticValue* a = in(k);
-        if (!a || a->dims.size() != 1) return false;
-        out.elem = a->elem;
-        out.values.insert(out.values.end(), a->values.begin(), a->values.end());
-      }
-      out.dims = {static_cast<int64_t>(out.values.size())};
-    } else if (type == "Gather") {
-      const StaticValue *a = in(0), *idx = in(1);
-      if (!a || !idx || a->dims.size() != 1 || AttrInt(n, "axis", 0) != 0) return false;
-      out.elem = a->elem;
-      out.dims = idx->dims;
-      int64_t len = static_cast<int64_t>(a->values.size());
-      for (double x : idx->values) {
-        int64_t k = SaturatingInt(x);
-        if (k < 0) k += len;
-        if (k < 0 || k >= len) return false;
-        out.values.push_back(a->values[k]);
-      }
-    } else if (type == "Add" || type == "Sub" || type == "Mul" || type == "Div" || type == "Max" ||
-               type == "Min" || type == "Mod") {
-      const StaticValue *a = in(0), *b = in(1);
-      if (!a || !b || n.input_size() != 2) return false;
-      size_t na = a->values.size(), nb = b->values.size();
-      if (na != nb && na != 1 && nb != 1) return false;
-      out.elem = a->elem;
-      out.dims = na >= nb ? a->dims : b->dims;
-      if (a->dims.size() > out.dims.size()) out.dims = a->dims;
-      if (b->dims.size() > out.dims.size()) out.dims = b->dims;
-      const bool ints = IsIntElem(out.elem);
-      for (size_t k = 0; k < std::max(na, nb); ++k) {
-        double x = a->values[na == 1 ? 0 : k], y = b->values[nb == 1 ? 0 : k];
-        double r = 0;
-        if (type == "Add")
-          r = x + y;
-        else if (type == "Sub")
-          r = x - y;
-        else if (type == "Mul")
-          r = x * y;
-        else if (type == "Max")
-          r = std::max(x, y);
-        else if (type == "Min")
-          r = std::min(x, y);
-        else if (y == 0)
-          return false;
-        else if (type == "Div")
-          r = ints ? std::trunc(x / y) : x / y;
-        else
-          r = x - y * std::floor(x / y);
-        out.values.push_back(r);
-      }
-    } else if (type == "Slice") {
-      const StaticValue *a = in(0), *st = in(1), *en = in(2);
-      if (!a || !st || !en || a->dims.size() != 1 || st->values.size() != 1 ||
-          en->values.size() != 1)
-        return false;
-      if (in(3) && (in(3)->values.size() != 1 || in(3)->values[0] != 0)) return false;
-      int64_t step = 1;
-      if (n.input_size() > 4 && !n.input(4).empty()) {
-        if (!in(4) || in(4)->values.size() != 1) return false;
-        step = SaturatingInt(in(4)->values[0]);
-      }
-      if (step != 1) return false;
-      int64_t len = static_cast<int64_t>(a->values.size());
-      auto clampi = [&](double v) {
-        int64_t k = v > 1e18 ? len : (v < -1e18 ? 0 : SaturatingInt(v));
-        if (k < 0) k += len;
-        return std::clamp<int64_t>(k, 0, len);
-      };
-      int64_t s = clampi(st->values[0]), e = clampi(en->values[0]);
-      out.elem = a->elem;
-      for (int64_t k = s; k < e; ++k) out.values.push_back(a->values[k]);
-      out.dims = {static_cast<int64_t>(out.values.size())};
-    } else if (type == "ConstantOfShape") {
-      const StaticValue* a = in(0);
-      if (!a) return false;
-      for (double x : a->values) out.dims.push_back(SaturatingInt(x));
-      int64_t numel = NumelOf(out.dims);
-      if (numel < 0 || numel > kMaxStaticNumel) return false;
-      double v = 0;
-      out.elem = TensorProto::FLOAT;
-      if (const auto* attr = FindAttr(n, "value")) {
-        StaticValue fill;
-        if (!TensorValues(attr->t(), &fill) || fill.values.size() != 1) return false;
-        v = fill.values[0];
-        out.elem = fill.elem;
-      }
-      out.values.assign(numel, v);
-    } else {
-      return false;
-    }
+    if (!(this->*(it->second))(n, &out)) return false;
     if (static_cast<int64_t>(out.values.size()) != NumelOf(out.dims) ||
         out.values.size() > static_cast<size_t>(kMaxStaticNumel))
       return false;
     values_[n.output(0)] = std::move(out);
+    return true;
+  }
+
+  bool EvalConstant(const NodeProto& n, StaticValue* out) {
+    if (const auto* a = FindAttr(n, "value")) {
+      if (!TensorValues(a->t(), out)) return false;
+    } else if (const auto* a = FindAttr(n, "value_int")) {
+      out->values = {static_cast<double>(a->i())};
+    } else if (const auto* a = FindAttr(n, "value_ints")) {
+      out->dims = {a->ints_size()};
+      for (int64_t x : a->ints()) out->values.push_back(static_cast<double>(x));
+    } else if (const auto* a = FindAttr(n, "value_float")) {
+      out->elem = TensorProto::FLOAT;
+      out->values = {a->f()};
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // Shape (with start and end) and Size, from the inferred shapes.
+  bool EvalShape(const NodeProto& n, StaticValue* out) {
+    auto it = shapes_.find(n.input(0));
+    if (it == shapes_.end()) return false;
+    const auto& s = it->second;
+    if (n.op_type() == "Size") {
+      double p = 1;
+      for (int64_t d : s) p *= static_cast<double>(d);
+      out->values = {p};
+      return true;
+    }
+    int64_t r = static_cast<int64_t>(s.size());
+    int64_t start = AttrInt(n, "start", 0), end = AttrInt(n, "end", r);
+    if (start < 0) start += r;
+    if (end < 0) end += r;
+    start = std::clamp<int64_t>(start, 0, r);
+    end = std::clamp<int64_t>(end, start, r);
+    for (int64_t k = start; k < end; ++k) out->values.push_back(static_cast<double>(s[k]));
+    out->dims = {end - start};
+    return true;
+  }
+
+  // Identity, Cast, Floor, Ceil, Neg, Abs.
+  bool EvalElementwise(const NodeProto& n, StaticValue* out) {
+    const std::string& type = n.op_type();
+    const StaticValue* a = StaticInput(n, 0);
+    if (!a) return false;
+    *out = *a;
+    if (type == "Cast") out->elem = static_cast<int32_t>(AttrInt(n, "to", a->elem));
+    for (double& x : out->values) {
+      if (type == "Floor") x = std::floor(x);
+      if (type == "Ceil") x = std::ceil(x);
+      if (type == "Neg") x = -x;
+      if (type == "Abs") x = std::fabs(x);
+      if (IsIntElem(out->elem)) x = std::trunc(x);
+    }
+    return true;
+  }
+
+  // Unsqueeze and Squeeze, with axes as an attribute or an input.
+  bool EvalSqueeze(const NodeProto& n, StaticValue* out) {
+    const StaticValue* a = StaticInput(n, 0);
+    if (!a) return false;
+    std::vector<int64_t> axes = AttrInts(n, "axes");
+    if (n.input_size() > 1 && !n.input(1).empty()) {
+      const StaticValue* ax = StaticInput(n, 1);
+      if (!ax) return false;
+      axes.clear();
+      for (double x : ax->values) axes.push_back(SaturatingInt(x));
+    }
+    *out = *a;
+    if (n.op_type() == "Unsqueeze") {
+      int64_t r = static_cast<int64_t>(a->dims.size() + axes.size());
+      for (int64_t& x : axes)
+        if (x < 0) x += r;
+      std::sort(axes.begin(), axes.end());
+      for (int64_t x : axes) {
+        if (x < 0 || x > static_cast<int64_t>(out->dims.size())) return false;
+        out->dims.insert(out->dims.begin() + x, 1);
+      }
+      return true;
+    }
+    std::vector<int64_t> dims;
+    int64_t r = static_cast<int64_t>(a->dims.size());
+    for (int64_t k = 0; k < r; ++k) {
+      bool drop = axes.empty() ? a->dims[k] == 1
+                               : std::count(axes.begin(), axes.end(), k) +
+                                         std::count(axes.begin(), axes.end(), k - r) >
+                                     0;
+      if (!drop) dims.push_back(a->dims[k]);
+    }
+    out->dims = dims;
+    return true;
+  }
+
+  // Concat of 1-D values.
+  bool EvalConcat(const NodeProto& n, StaticValue* out) {
+    for (int k = 0; k < n.input_size(); ++k) {
+      const StaticValue* a = StaticInput(n, k);
+      if (!a || a->dims.size() != 1) return false;
+      out->elem = a->elem;
+      out->values.insert(out->values.end(), a->values.begin(), a->values.end());
+    }
+    out->dims = {static_cast<int64_t>(out->values.size())};
+    return true;
+  }
+
+  // Gather from a 1-D value on axis 0.
+  bool EvalGather(const NodeProto& n, StaticValue* out) {
+    const StaticValue *a = StaticInput(n, 0), *idx = StaticInput(n, 1);
+    if (!a || !idx || a->dims.size() != 1 || AttrInt(n, "axis", 0) != 0) return false;
+    out->elem = a->elem;
+    out->dims = idx->dims;
+    int64_t len = static_cast<int64_t>(a->values.size());
+    for (double x : idx->values) {
+      int64_t k = SaturatingInt(x);
+      if (k < 0) k += len;
+      if (k < 0 || k >= len) return false;
+      out->values.push_back(a->values[k]);
+    }
+    return true;
+  }
+
+  // Add, Sub, Mul, Div, Max, Min, Mod, with a scalar broadcast.
+  bool EvalBinary(const NodeProto& n, StaticValue* out) {
+    const std::string& type = n.op_type();
+    const StaticValue *a = StaticInput(n, 0), *b = StaticInput(n, 1);
+    if (!a || !b || n.input_size() != 2) return false;
+    size_t na = a->values.size(), nb = b->values.size();
+    if (na != nb && na != 1 && nb != 1) return false;
+    out->elem = a->elem;
+    out->dims = na >= nb ? a->dims : b->dims;
+    if (a->dims.size() > out->dims.size()) out->dims = a->dims;
+    if (b->dims.size() > out->dims.size()) out->dims = b->dims;
+    const bool ints = IsIntElem(out->elem);
+    for (size_t k = 0; k < std::max(na, nb); ++k) {
+      double x = a->values[na == 1 ? 0 : k], y = b->values[nb == 1 ? 0 : k];
+      double r = 0;
+      if (type == "Add")
+        r = x + y;
+      else if (type == "Sub")
+        r = x - y;
+      else if (type == "Mul")
+        r = x * y;
+      else if (type == "Max")
+        r = std::max(x, y);
+      else if (type == "Min")
+        r = std::min(x, y);
+      else if (y == 0)
+        return false;
+      else if (type == "Div")
+        r = ints ? std::trunc(x / y) : x / y;
+      else
+        r = x - y * std::floor(x / y);
+      out->values.push_back(r);
+    }
+    return true;
+  }
+
+  // Slice of a 1-D value, on axis 0 with step 1.
+  bool EvalSlice(const NodeProto& n, StaticValue* out) {
+    const StaticValue *a = StaticInput(n, 0), *st = StaticInput(n, 1), *en = StaticInput(n, 2);
+    if (!a || !st || !en || a->dims.size() != 1 || st->values.size() != 1 || en->values.size() != 1)
+      return false;
+    const StaticValue* axes = StaticInput(n, 3);
+    if (axes && (axes->values.size() != 1 || axes->values[0] != 0)) return false;
+    int64_t step = 1;
+    if (n.input_size() > 4 && !n.input(4).empty()) {
+      const StaticValue* steps = StaticInput(n, 4);
+      if (!steps || steps->values.size() != 1) return false;
+      step = SaturatingInt(steps->values[0]);
+    }
+    if (step != 1) return false;
+    int64_t len = static_cast<int64_t>(a->values.size());
+    auto clampi = [&](double v) {
+      int64_t k = v > 1e18 ? len : (v < -1e18 ? 0 : SaturatingInt(v));
+      if (k < 0) k += len;
+      return std::clamp<int64_t>(k, 0, len);
+    };
+    int64_t s = clampi(st->values[0]), e = clampi(en->values[0]);
+    out->elem = a->elem;
+    for (int64_t k = s; k < e; ++k) out->values.push_back(a->values[k]);
+    out->dims = {static_cast<int64_t>(out->values.size())};
+    return true;
+  }
+
+  bool EvalConstantOfShape(const NodeProto& n, StaticValue* out) {
+    const StaticValue* a = StaticInput(n, 0);
+    if (!a) return false;
+    for (double x : a->values) out->dims.push_back(SaturatingInt(x));
+    int64_t numel = NumelOf(out->dims);
+    if (numel < 0 || numel > kMaxStaticNumel) return false;
+    double v = 0;
+    out->elem = TensorProto::FLOAT;
+    if (const auto* attr = FindAttr(n, "value")) {
+      StaticValue fill;
+      if (!TensorValues(attr->t(), &fill) || fill.values.size() != 1) return false;
+      v = fill.values[0];
+      out->elem = fill.elem;
+    }
+    out->values.assign(numel, v);
     return true;
   }
 
@@ -1027,6 +1084,13 @@ class Importer {
                     file_, NodeLoc(i), Quote(name)));
   }
 
+  // How a node maps to a memplan op, beyond its type.
+  struct Mapping {
+    std::vector<int> data_pos;  // positions of data inputs; empty: all
+    bool all_outputs = false;   // every output kept (else only the first)
+    View view = View::kNone;
+  };
+
   bool EmitNode(int i) {
     const NodeProto& n = graph().node(i);
     bool all_static = n.output_size() > 0;
@@ -1037,86 +1101,10 @@ class Importer {
     Op op;
     op.id = UniqueOpId(n.name().empty() ? fmt::format("{}_{}", n.op_type(), i) : n.name());
     op.scope = ScopeFromOnnxNodeName(n.name());
-    const std::string& type = n.op_type();
-    std::vector<int> data_pos;  // positions of data inputs; empty: all
-    std::vector<int> keep_outputs = {0};
-    bool all_outputs = false;
-    View view = View::kNone;
-
-    auto fused = fused_at_.find(i);
-    if (fused != fused_at_.end()) {
-      op.type = fused->second.type;
-      op.scope = ScopeFromOnnxNodeName(fused->second.name);
-      int x;
-      if (!DataInput(i, fused->second.x, &x)) return false;
-      op.inputs = {x};
-      int y;
-      if (!NewTensor(fused->second.y, TensorKind::kActivation, NodeLoc(i), &y)) return false;
-      op.outputs = {y};
-      g_.ops.push_back(std::move(op));
-      return true;
-    }
-    auto rule = OnnxRules().find(type);
-    if (!n.domain().empty() && n.domain() != "ai.onnx") {
-      op.type = n.domain() + "." + type;
-      all_outputs = true;
-    } else if (rule != OnnxRules().end()) {
-      op.type = rule->second.type;
-      if (rule->second.first_input_only) data_pos = {0};
-      view = rule->second.view;
-      all_outputs = rule->second.all_outputs;
-    } else if (type == "Gemm") {
-      bool ta = AttrInt(n, "transA", 0) != 0, tb = AttrInt(n, "transB", 0) != 0;
-      if (!ta && tb) {
-        op.type = "linear";
-      } else if (n.input_size() >= 3 && !n.input(2).empty()) {
-        op.type = "addmm";
-        data_pos = {2, 0, 1};
-      } else {
-        op.type = "mm";
-      }
-    } else if (type == "Identity") {
-      view = View::kForward;
-    } else if (type == "Pad") {
-      data_pos = {0};
-      std::vector<int64_t> pads = AttrInts(n, "pads");
-      bool known = true;
-      if (n.input_size() > 1 && !n.input(1).empty()) {
-        auto it = values_.find(n.input(1));
-        known = it != values_.end();
-        if (known)
-          for (double p : it->second.values) pads.push_back(SaturatingInt(p));
-      }
-      if (known && std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
-        view = View::kForward;
-      else
-        op.type = "constant_pad_nd";
-    } else if (type == "Cast") {
-      auto e = elem_.find(n.input(0));
-      if (e != elem_.end() && e->second == AttrInt(n, "to", -1))
-        view = View::kForward;
-      else
-        op.type = "Cast";
-    } else if (type == "Gather") {
-      auto w = tensor_of_.find(n.input(0));
-      if (AttrInt(n, "axis", 0) == 0 && w != tensor_of_.end() &&
-          g_.tensors[w->second].kind == TensorKind::kParameter) {
-        op.type = "embedding";
-      } else if (static_.count(n.input(1)) && values_.count(n.input(1)) &&
-                 values_[n.input(1)].values.size() == 1 && values_[n.input(1)].dims.empty()) {
-        op.type = "select";
-        data_pos = {0};
-        view = View::kView;
-      } else {
-        op.type = "Gather";
-      }
-    } else {
-      op.type = type;  // no rule: the lowering treats it conservatively and warns
-      all_outputs = true;
-    }
-
+    if (fused_at_.count(i)) return EmitFused(i, std::move(op));
+    const Mapping mapping = MapNode(n, &op);
     // Inputs.
-    std::vector<int> positions = data_pos;
+    std::vector<int> positions = mapping.data_pos;
     if (positions.empty())
       for (int k = 0; k < n.input_size(); ++k) positions.push_back(k);
     for (int k : positions) {
@@ -1125,15 +1113,120 @@ class Importer {
       if (!DataInput(i, n.input(k), &t)) return false;
       if (t >= 0) op.inputs.push_back(t);
     }
-    if (view == View::kForward) {
+    if (mapping.view == View::kForward) {
       if (op.inputs.empty())
         return Fail(fmt::format("{}: {}: {} of a constant; expected a data input", file_,
-                                NodeLoc(i), type));
+                                NodeLoc(i), n.op_type()));
       tensor_of_[n.output(0)] = op.inputs[0];
       return true;
     }
+    if (!EmitOutputs(i, mapping.all_outputs, &op)) return false;
+    if (mapping.view != View::kNone && !op.inputs.empty()) MarkViews(n, mapping.view, op);
+    g_.ops.push_back(std::move(op));
+    return true;
+  }
 
-    // Outputs: the mapped ones; any other output must be unused.
+  // The op FindFusions put at node i: one data input, one output.
+  bool EmitFused(int i, Op op) {
+    const Fused& fused = fused_at_.at(i);
+    op.type = fused.type;
+    op.scope = ScopeFromOnnxNodeName(fused.name);
+    int x;
+    if (!DataInput(i, fused.x, &x)) return false;
+    op.inputs = {x};
+    int y;
+    if (!NewTensor(fused.y, TensorKind::kActivation, NodeLoc(i), &y)) return false;
+    op.outputs = {y};
+    g_.ops.push_back(std::move(op));
+    return true;
+  }
+
+  // Sets op->type for node n and says which inputs are data, which outputs
+  // are kept and how they relate to the first input.
+  Mapping MapNode(const NodeProto& n, Op* op) {
+    const std::string& type = n.op_type();
+    Mapping mapping;
+    auto rule = OnnxRules().find(type);
+    if (!n.domain().empty() && n.domain() != "ai.onnx") {
+      op->type = n.domain() + "." + type;
+      mapping.all_outputs = true;
+    } else if (rule != OnnxRules().end()) {
+      op->type = rule->second.type;
+      if (rule->second.first_input_only) mapping.data_pos = {0};
+      mapping.view = rule->second.view;
+      mapping.all_outputs = rule->second.all_outputs;
+    } else if (type == "Gemm") {
+      MapGemm(n, op, &mapping);
+    } else if (type == "Identity") {
+      mapping.view = View::kForward;
+    } else if (type == "Pad") {
+      MapPad(n, op, &mapping);
+    } else if (type == "Cast") {
+      auto e = elem_.find(n.input(0));
+      if (e != elem_.end() && e->second == AttrInt(n, "to", -1))
+        mapping.view = View::kForward;
+      else
+        op->type = "Cast";
+    } else if (type == "Gather") {
+      MapGather(n, op, &mapping);
+    } else {
+      op->type = type;  // no rule: the lowering treats it conservatively and warns
+      mapping.all_outputs = true;
+    }
+    return mapping;
+  }
+
+  // Gemm: linear (B transposed), addmm (with a bias C), else mm.
+  void MapGemm(const NodeProto& n, Op* op, Mapping* mapping) const {
+    bool ta = AttrInt(n, "transA", 0) != 0, tb = AttrInt(n, "transB", 0) != 0;
+    if (!ta && tb) {
+      op->type = "linear";
+    } else if (n.input_size() >= 3 && !n.input(2).empty()) {
+      op->type = "addmm";
+      mapping->data_pos = {2, 0, 1};
+    } else {
+      op->type = "mm";
+    }
+  }
+
+  // Pad: the input itself when every pad is known and zero.
+  void MapPad(const NodeProto& n, Op* op, Mapping* mapping) const {
+    mapping->data_pos = {0};
+    std::vector<int64_t> pads = AttrInts(n, "pads");
+    bool known = true;
+    if (n.input_size() > 1 && !n.input(1).empty()) {
+      auto it = values_.find(n.input(1));
+      known = it != values_.end();
+      if (known)
+        for (double p : it->second.values) pads.push_back(SaturatingInt(p));
+    }
+    if (known && std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }))
+      mapping->view = View::kForward;
+    else
+      op->type = "constant_pad_nd";
+  }
+
+  // Gather: an embedding from a parameter on axis 0, a select (a view) at a
+  // static scalar index, else Gather.
+  void MapGather(const NodeProto& n, Op* op, Mapping* mapping) {
+    auto w = tensor_of_.find(n.input(0));
+    if (AttrInt(n, "axis", 0) == 0 && w != tensor_of_.end() &&
+        g_.tensors[w->second].kind == TensorKind::kParameter) {
+      op->type = "embedding";
+    } else if (static_.count(n.input(1)) && values_.count(n.input(1)) &&
+               values_[n.input(1)].values.size() == 1 && values_[n.input(1)].dims.empty()) {
+      op->type = "select";
+      mapping->data_pos = {0};
+      mapping->view = View::kView;
+    } else {
+      op->type = "Gather";
+    }
+  }
+
+  // Outputs: the mapped ones (all, or the first); any other must be unused.
+  bool EmitOutputs(int i, bool all_outputs, Op* op) {
+    const NodeProto& n = graph().node(i);
+    std::vector<int> keep_outputs = {0};
     if (all_outputs) {
       keep_outputs.clear();
       for (int k = 0; k < n.output_size(); ++k) keep_outputs.push_back(k);
@@ -1144,51 +1237,58 @@ class Importer {
       if (std::find(keep_outputs.begin(), keep_outputs.end(), k) != keep_outputs.end()) {
         int t;
         if (!NewTensor(name, TensorKind::kActivation, NodeLoc(i), &t)) return false;
-        op.outputs.push_back(t);
+        op->outputs.push_back(t);
         continue;
       }
       if (consumers_.count(name) || graph_outputs_.count(name))
         return Fail(fmt::format(
             "{}: {}: output {} ({}) of {} is read; expected it unused (memplan maps {} to {}, "
             "which has no such output)",
-            file_, NodeLoc(i), k, Quote(name), type, type, op.type));
+            file_, NodeLoc(i), k, Quote(name), n.op_type(), n.op_type(), op->type));
     }
-    if (view != View::kNone && !op.inputs.empty()) {
-      int src = op.inputs[0];
-      bool src_contiguous = contiguous_[src];
-      bool copy = view == View::kReshape && !src_contiguous;
-      for (int t : op.outputs) {
-        if (!copy) g_.tensors[t].alias_of = src;
-        bool c = src_contiguous;
-        if (view == View::kTranspose) {
-          std::vector<int64_t> perm = AttrInts(n, "perm");
-          for (size_t k = 0; k < perm.size(); ++k) c = c && perm[k] == static_cast<int64_t>(k);
-          if (perm.empty() && g_.tensors[t].shape.size() > 1) c = false;
-        } else if (view == View::kReshape) {
-          c = true;
-        } else if (op.type == "split" || op.type == "slice") {
-          // A slice along any dimension but the outermost non-1 one is strided.
-          int64_t axis = AttrInt(n, "axis", 0);
-          if (op.type == "slice") {
-            axis = -1;
-            auto it = n.input_size() > 3 ? values_.find(n.input(3)) : values_.end();
-            if (it != values_.end() && it->second.values.size() == 1)
-              axis = SaturatingInt(it->second.values[0]);
-            else if (n.input_size() <= 3)
-              axis = 0;
-          }
-          const auto& shape = g_.tensors[src].shape;
-          if (axis < 0 && axis != -1) axis += static_cast<int64_t>(shape.size());
-          bool outer_one = axis >= 0;  // every dimension before the axis is 1
-          for (int64_t k = 0; k < axis && k < static_cast<int64_t>(shape.size()); ++k)
-            outer_one = outer_one && shape[k].value == 1;
-          c = c && outer_one;
-        }
-        contiguous_[t] = c;
-      }
-    }
-    g_.ops.push_back(std::move(op));
     return true;
+  }
+
+  // The outputs of a view node alias its first input (a reshape of a strided
+  // input copies), and whether each is contiguous.
+  void MarkViews(const NodeProto& n, View view, const Op& op) {
+    int src = op.inputs[0];
+    bool src_contiguous = contiguous_[src];
+    bool copy = view == View::kReshape && !src_contiguous;
+    for (int t : op.outputs) {
+      if (!copy) g_.tensors[t].alias_of = src;
+      bool c = src_contiguous;
+      if (view == View::kTranspose) {
+        std::vector<int64_t> perm = AttrInts(n, "perm");
+        for (size_t k = 0; k < perm.size(); ++k) c = c && perm[k] == static_cast<int64_t>(k);
+        if (perm.empty() && g_.tensors[t].shape.size() > 1) c = false;
+      } else if (view == View::kReshape) {
+        c = true;
+      } else if (op.type == "split" || op.type == "slice") {
+        c = c && SliceOuterOne(n, op.type, g_.tensors[src].shape);
+      }
+      contiguous_[t] = c;
+    }
+  }
+
+  // A slice along any dimension but the outermost non-1 one is strided:
+  // whether every dimension of `shape` before the split or slice axis is 1.
+  bool SliceOuterOne(const NodeProto& n, const std::string& type,
+                     const std::vector<Dim>& shape) const {
+    int64_t axis = AttrInt(n, "axis", 0);
+    if (type == "slice") {
+      axis = -1;
+      auto it = n.input_size() > 3 ? values_.find(n.input(3)) : values_.end();
+      if (it != values_.end() && it->second.values.size() == 1)
+        axis = SaturatingInt(it->second.values[0]);
+      else if (n.input_size() <= 3)
+        axis = 0;
+    }
+    if (axis < 0 && axis != -1) axis += static_cast<int64_t>(shape.size());
+    bool outer_one = axis >= 0;  // every dimension before the axis is 1
+    for (int64_t k = 0; k < axis && k < static_cast<int64_t>(shape.size()); ++k)
+      outer_one = outer_one && shape[k].value == 1;
+    return outer_one;
   }
 
   bool AddLoss() {

@@ -4,45 +4,71 @@
 
 #include <limits>
 
+#include "analyzer/base/enum_table.h"
 #include "analyzer/base/units.h"
 
 namespace memplan {
 namespace {
 
+constexpr EnumName<DType> kDTypeNames[] = {
+    {DType::kFloat64, "float64"},
+    {DType::kFloat32, "float32"},
+    {DType::kFloat16, "float16"},
+    {DType::kBFloat16, "bfloat16"},
+    {DType::kFloat8E4M3Fn, "float8_e4m3fn"},
+    {DType::kFloat8E5M2, "float8_e5m2"},
+    {DType::kInt64, "int64"},
+    {DType::kInt32, "int32"},
+    {DType::kInt16, "int16"},
+    {DType::kInt8, "int8"},
+    {DType::kUInt8, "uint8"},
+    {DType::kBool, "bool"},
+    {DType::kComplex64, "complex64"},
+};
+
+// Indexed by DType, in kDTypeNames' order.
 struct DTypeInfo {
-  const char* name;
   int size;
   bool floating;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {"float64", 8, true},   {"float32", 4, true},       {"float16", 2, true},
-    {"bfloat16", 2, true},  {"float8_e4m3fn", 1, true}, {"float8_e5m2", 1, true},
-    {"int64", 8, false},    {"int32", 4, false},        {"int16", 2, false},
-    {"int8", 1, false},     {"uint8", 1, false},        {"bool", 1, false},
-    {"complex64", 8, true},
+    {8, true},   // float64
+    {4, true},   // float32
+    {2, true},   // float16
+    {2, true},   // bfloat16
+    {1, true},   // float8_e4m3fn
+    {1, true},   // float8_e5m2
+    {8, false},  // int64
+    {4, false},  // int32
+    {2, false},  // int16
+    {1, false},  // int8
+    {1, false},  // uint8
+    {1, false},  // bool
+    {8, true},   // complex64
 };
+static_assert(std::size(kDTypes) == std::size(kDTypeNames));
 
-constexpr const char* kKindNames[] = {"input",    "parameter",       "buffer",   "activation",
-                                      "gradient", "optimizer_state", "temporary"};
-constexpr const char* kPhaseNames[] = {"forward", "backward", "optimizer"};
+constexpr EnumName<TensorKind> kKindNames[] = {
+    {TensorKind::kInput, "input"},         {TensorKind::kParameter, "parameter"},
+    {TensorKind::kBuffer, "buffer"},       {TensorKind::kActivation, "activation"},
+    {TensorKind::kGradient, "gradient"},   {TensorKind::kOptimizerState, "optimizer_state"},
+    {TensorKind::kTemporary, "temporary"},
+};
+constexpr EnumName<Phase> kPhaseNames[] = {
+    {Phase::kForward, "forward"},
+    {Phase::kBackward, "backward"},
+    {Phase::kOptimizer, "optimizer"},
+};
 
 }  // namespace
 
-bool ParseDType(std::string_view name, DType* out) {
-  for (size_t i = 0; i < std::size(kDTypes); ++i) {
-    if (name == kDTypes[i].name) {
-      *out = static_cast<DType>(i);
-      return true;
-    }
-  }
-  return false;
-}
-const char* DTypeName(DType d) { return kDTypes[static_cast<int>(d)].name; }
+bool ParseDType(std::string_view name, DType* out) { return ParseEnum(kDTypeNames, name, out); }
+const char* DTypeName(DType d) { return NameOf(kDTypeNames, d); }
 int DTypeSize(DType d) { return kDTypes[static_cast<int>(d)].size; }
 bool IsFloating(DType d) { return kDTypes[static_cast<int>(d)].floating; }
 std::string DTypeList() {
   std::string s;
-  for (const auto& d : kDTypes) {
+  for (const auto& d : kDTypeNames) {
     if (!s.empty()) s += ", ";
     s += d.name;
   }
@@ -50,30 +76,16 @@ std::string DTypeList() {
 }
 
 bool ParseTensorKind(std::string_view name, TensorKind* out) {
-  for (size_t i = 0; i < std::size(kKindNames); ++i) {
-    if (name == kKindNames[i]) {
-      *out = static_cast<TensorKind>(i);
-      return true;
-    }
-  }
-  return false;
+  return ParseEnum(kKindNames, name, out);
 }
-const char* TensorKindName(TensorKind k) { return kKindNames[static_cast<int>(k)]; }
+const char* TensorKindName(TensorKind k) { return NameOf(kKindNames, k); }
 bool IsResident(TensorKind k) {
   return k == TensorKind::kInput || k == TensorKind::kParameter || k == TensorKind::kBuffer ||
          k == TensorKind::kOptimizerState;
 }
 
-bool ParsePhase(std::string_view name, Phase* out) {
-  for (size_t i = 0; i < std::size(kPhaseNames); ++i) {
-    if (name == kPhaseNames[i]) {
-      *out = static_cast<Phase>(i);
-      return true;
-    }
-  }
-  return false;
-}
-const char* PhaseName(Phase p) { return kPhaseNames[static_cast<int>(p)]; }
+bool ParsePhase(std::string_view name, Phase* out) { return ParseEnum(kPhaseNames, name, out); }
+const char* PhaseName(Phase p) { return NameOf(kPhaseNames, p); }
 
 bool CheckedMul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
 bool CheckedAdd(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }

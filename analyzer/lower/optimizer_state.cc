@@ -6,39 +6,25 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/base/enum_table.h"
+
 namespace memplan {
 
+namespace {
+
+constexpr EnumName<OptimizerKind> kOptimizerKinds[] = {
+    {OptimizerKind::kNone, "none"},         {OptimizerKind::kSgd, "sgd"},
+    {OptimizerKind::kMomentum, "momentum"}, {OptimizerKind::kAdam, "adam"},
+    {OptimizerKind::kAdamW, "adamw"},
+};
+
+}  // namespace
+
 bool ParseOptimizerKind(std::string_view name, OptimizerKind* out) {
-  if (name == "none")
-    *out = OptimizerKind::kNone;
-  else if (name == "sgd")
-    *out = OptimizerKind::kSgd;
-  else if (name == "momentum")
-    *out = OptimizerKind::kMomentum;
-  else if (name == "adam")
-    *out = OptimizerKind::kAdam;
-  else if (name == "adamw")
-    *out = OptimizerKind::kAdamW;
-  else
-    return false;
-  return true;
+  return ParseEnum(kOptimizerKinds, name, out);
 }
 
-const char* OptimizerKindName(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::kNone:
-      return "none";
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kMomentum:
-      return "momentum";
-    case OptimizerKind::kAdam:
-      return "adam";
-    case OptimizerKind::kAdamW:
-      return "adamw";
-  }
-  return "none";
-}
+const char* OptimizerKindName(OptimizerKind k) { return NameOf(kOptimizerKinds, k, "none"); }
 
 std::string OptimizerLabel(const OptimizerOptions& o) {
   std::string s = OptimizerKindName(o.kind);

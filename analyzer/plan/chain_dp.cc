@@ -130,7 +130,7 @@ bool BuildModel(const Graph& g, const ChainStages& st, const std::vector<double>
     if (makes_candidate) M.cost[s] += op_costs[o];
   }
 
-  CheckpointProgram a = BuildCheckpointProgram(g, keep, mode);
+  CheckpointProgram a = BuildCheckpointProgram(g, keep, {.mode = mode});
   SimOptions sim_options;
   sim_options.collect_live_at_peak = false;
   SimResult sim;

@@ -1,9 +1,60 @@
-// Checkpoint planners: pure functions (joint graph, budget, options) -> plan.
-// Every plan is a checkpoint set, and at op granularity the dropped tensors
-// recomputed at each use instead of held (checkpoint.h), turned into a
-// program by BuildCheckpointProgram and scored by the simulator; the
-// planners only search. A plan's cost is the summed cost (cost_model.h) of
-// its recomputed op runs.
+// Checkpoint planners: which forward tensors to keep for the backward and
+// which to recompute, so that a training step's peak fits a budget at the
+// least recompute cost found.
+//
+// What it sees: the joint graph (forward, backward and optimizer ops, with
+// their tensors' sizes), a budget in bytes of the simulator's peak
+// (allocated bytes: live tensors plus the running op's workspace, no
+// fragmentation), and PlannerOptions: the cost model (cost_model.h), the
+// accumulation mode, the algorithm, the granularity and the work bounds.
+// Nothing else: no allocator model, no device, no importer or report.
+//
+// What it returns: a PlanResult. Its best plan is a checkpoint set (keep, by
+// tensor), with, at op granularity, the dropped tensors recomputed at each
+// use instead of held and the ops whose dead inputs are recomputed last
+// first (checkpoint.h); the program BuildCheckpointProgram makes of it, that
+// program's replay by the simulator, and its cost: the summed cost
+// (cost_model.h) of its recomputed op runs, plus SAC's dispatch charge at
+// sac granularity. At module and sac granularity, also the modules to wrap.
+// The search only chooses sets: every figure it reports is the simulator's.
+//
+// Invariants of the result:
+//  - Deterministic: the same graph, budget and options give the same plan,
+//    bit for bit (no clock, randomness or threads in the search).
+//  - best.sim is the replay of best.checkpoint.program, which passed the
+//    simulator's validity checks, with what is alive at its peak.
+//  - feasible iff best.sim.peak_bytes <= budget_bytes. When not, best is the
+//    lowest peak met (the cheaper of equal peaks) and min_feasible_peak_bytes
+//    its peak; lower_bound_bytes (PeakLowerBound) <= every peak.
+//  - Never dearer than a seed that fits: at op granularity the hand-written
+//    sets (baselines.h) and, where it runs, the chain DP's plan are scored
+//    first; at sac granularity the module plan of the same budget.
+//  - search_complete false where the least cost (or, infeasible, the least
+//    peak) is not proven: the exact search hit its limits, or a heuristic's
+//    lowest peak is above the floor.
+//  - evaluations counts the programs the search scored, seeds included (not
+//    the chain DP's own model replay, a nested module plan's programs, or
+//    the final replay that collects what is alive at the peak).
+//
+// Complexity: each program scored is one build and one replay, O(ops x arity
+// + tensors) (times the reruns when tensors are recomputed at each use). The
+// greedy is O(rounds x that); Improve adds at most kImproveEvaluations
+// programs or about 1e6 op runs; Exact is exponential in the candidates,
+// capped at kMaxExactEvaluations programs or kMaxExactOpReplays op runs;
+// Chain is O(m x L x F) plus one replay (chain_dp.h). Memory: a few vectors
+// per program, O(ops + tensors).
+//
+// Where it falls short: the budget bounds the simulator's allocated peak, not
+// what a caching allocator reserves (reserved_plan.h plans for that above
+// this); the program space is checkpoint sets (a dropped tensor is
+// recomputed once and held to its last use, or recomputed at each use), two
+// recomputation orders per op, ops in schedule order (nothing is
+// rescheduled or offloaded); costs are the cost model's, relative
+// rather than measured unless measured costs are given; module granularity
+// decides whole scope prefixes only. Greedy and Improve are heuristics
+// (below); only Exact, on small graphs, and Chain, on op chains, are optimal
+// over their spaces. docs/planning.md has the measurements, and the History
+// of how these recipes came to be.
 //
 // Greedy (any graph). Recipe: start from keeping every candidate (the
 // baseline); while the simulated peak is over the budget, drop from the
@@ -15,39 +66,40 @@
 // recompute the largest of those at each use while that lowers the peak,
 // then (once) reverse the recomputation order of each op reading two dropped
 // tensors where that lowers the peak, then keep for good the recomputed
-// tensor alive there that is made midway
-// in the forward, splitting the recomputed stretch (as sqrt(n)
-// checkpointing does); then hold again each tensor recomputed at each use
-// where it still fits, and try to keep again, most expensive first, each dropped tensor whose
-// return keeps the peak within the budget (first those whose bytes fit the headroom, then, on
-// graphs of at most 256 groups, the rest: a tensor recomputed from one held only for it returns
-// at no cost in bytes; on large graphs in batches that double while they fit; after one does
-// not, a binary search finds how much of it fits). The drop rounds stop when the
-// peak fits, or when nothing alive at the peak can be dropped or kept (infeasible: the lowest peak
-// met is reported), or, when a seed fits (the hand-written and chain sets are scored first; at
-// module and sac granularity, every module wrapped), after about greedy_drop_op_replays op runs,
-// or when the rounds stall above the budget (on graphs of 2,000 groups or more: the rate at
-// which the lowest peak fell over the last 8 rounds of any kind would not reach the budget within
-// that bound), or when their plan costs over 4x that seed: the keep-again then starts from the
-// cheapest seed that fits. O(rounds x (ops + tensors)). Not optimal: alone it never trades one
-// expensive drop for two cheap ones (Improve below does, on small graphs), a recomputation's own
-// transient memory is only seen after the drop, and on budgets only a hand-written set reaches it
-// may stop early at that set (the 10k-op transformer bench: 1847 where the uncapped greedy reached
-// 1758 in 34 s).
+// tensor alive there that is made midway in the forward, splitting the
+// recomputed stretch (as sqrt(n) checkpointing does); then hold again each
+// tensor recomputed at each use where it still fits, and try to keep again,
+// most expensive first, each dropped tensor whose return keeps the peak
+// within the budget (first those whose bytes fit the headroom, then, on
+// graphs of at most 256 groups, the rest: a tensor recomputed from one held
+// only for it returns at no cost in bytes; on large graphs in batches that
+// double while they fit; after one does not, a binary search finds how much
+// of it fits). The drop rounds stop when the peak fits, or when nothing alive
+// at the peak can be dropped or kept (infeasible: the lowest peak met is
+// reported), or, when a seed fits (the hand-written and chain sets are scored
+// first; at module and sac granularity, every module wrapped), after about
+// greedy_drop_op_replays op runs, or when the rounds stall above the budget
+// (on graphs of 2,000 groups or more: the rate at which the lowest peak fell
+// over the last 8 rounds of any kind would not reach the budget within that
+// bound), or when their plan costs over 4x that seed: the keep-again then
+// starts from the cheapest seed that fits. O(rounds x (ops + tensors)). Not
+// optimal: alone it never trades one expensive drop for two cheap ones
+// (Improve below does, on small graphs), a recomputation's own transient
+// memory is only seen after the drop, and on budgets only a hand-written set
+// reaches it may stop early at that set.
 //
 // Improve (after the greedy, at op granularity, on graphs of at most 256
-// candidates). Recipe: local
-// search from the cheapest plan that fits, two moves per round, each scored
-// by the simulator: (a) drop one more group alive at the peak, then keep
-// again what fits, dearest first and, separately, most cost per byte first
-// (a knapsack's two greedy orders); (b) keep one dropped group, drop again
-// at the peak (by bytes that cover the excess per cost, an op's outputs
-// together, free when the op reruns already) up to 6 times until it fits,
-// then keep again. A round takes every move's best; rounds repeat while
-// the cost falls. O(groups^2) programs per round, bounded by 4,000
-// programs or 1e6 op runs. Finds the trade of one dear drop for several
-// cheap ones the greedy misses (the 50-op transformer at 90%: +21.6% over
-// the MILP's optimum to 0.0%); on larger graphs it does not run.
+// candidates). Recipe: local search from the cheapest plan that fits, two
+// moves per round, each scored by the simulator: (a) drop one more group
+// alive at the peak, then keep again what fits, dearest first and,
+// separately, most cost per byte first (a knapsack's two greedy orders); (b)
+// keep one dropped group, drop again at the peak (by bytes that cover the
+// excess per cost, an op's outputs together, free when the op reruns
+// already) up to 6 times until it fits, then keep again. A round takes every
+// move's best; rounds repeat while the cost falls. O(groups^2) programs per
+// round, bounded by 4,000 programs or 1e6 op runs. Finds the trades of one
+// dear drop for several cheap ones that the greedy misses; on larger graphs
+// it does not run.
 //
 // Chain (chain_dp.h): dynamic programming over the stages between
 // single-tensor cuts; optimal on op chains. At op granularity its plan is
@@ -95,7 +147,7 @@ namespace memplan {
 
 constexpr size_t kMaxExactCandidates = 22;  // tensors or modules
 // The exact search stops after this many programs, or after replaying about
-// this many op runs in all (search_complete false): at most ~10 s.
+// this many op runs in all (search_complete false).
 constexpr int64_t kMaxExactEvaluations = 200000;
 constexpr int64_t kMaxExactOpReplays = 10000000;
 // Below the floor, the exact planner scores every program of the space when
@@ -151,17 +203,18 @@ struct PlannerOptions {
 // A checkpoint set with its program and score.
 struct ScoredPlan {
   std::vector<bool> keep;  // by tensor index
-  std::vector<bool>
-      each_use;  // by tensor index, dropped tensors recomputed at each use; may be empty
+  // By tensor index: dropped tensors recomputed at each use; may be empty.
+  std::vector<bool> each_use;
   std::vector<bool> reverse_order;  // by op index (checkpoint.h); may be empty
   CheckpointProgram checkpoint;
   SimResult sim;
   double recompute_cost = 0;
 };
 
-// Invariants: best.sim.peak_bytes <= budget_bytes when feasible; otherwise
-// best is the lowest peak the search met (min_feasible_peak_bytes). Every
-// program passed the simulator's validity checks.
+// Invariants (see the top of this file): best.sim.peak_bytes <= budget_bytes
+// when feasible; otherwise best is the lowest peak the search met
+// (min_feasible_peak_bytes). Every program passed the simulator's validity
+// checks.
 struct PlanResult {
   bool feasible = false;
   PlanAlgorithm algorithm = PlanAlgorithm::kGreedy;  // the one that ran
@@ -184,18 +237,31 @@ struct PlanResult {
   bool search_complete = true;
 };
 
-// Scores one checkpoint set; false only if the program is invalid (a bug).
-// `detailed` also collects what is alive at the peak (a second replay).
-// recompute_group (by tensor, checkpoint.h): recompute each group at once, as
-// torch.utils.checkpoint reruns a whole module; null: on demand.
-// each_use, reverse_order (checkpoint.h): null or empty, none.
-bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
-                        const std::vector<double>& costs, AccumulationMode mode, ScoredPlan* out,
-                        std::string* err, bool detailed = true,
-                        const std::vector<int>* recompute_group = nullptr,
-                        const std::vector<bool>* each_use = nullptr,
-                        const std::vector<bool>* reverse_order = nullptr);
+// How ScoreCheckpointSet builds and replays a set's program. {} is the
+// on-demand program under inplace accumulation, replayed in detail; e.g.
+// {.program = {.mode = m, .each_use = &each_use}, .detailed = false}.
+struct ScoreOptions {
+  // Accumulation mode, recompute groups (by tensor: recompute each group at
+  // once, as torch.utils.checkpoint reruns a whole module), each use and
+  // recomputation order (checkpoint.h).
+  CheckpointProgramOptions program;
+  // Also collect what is alive at the peak (a second replay).
+  bool detailed = true;
+};
 
+// Scores one checkpoint set (keep, by tensor) with op costs by op index
+// (OpCosts): builds its program, replays it, and sums the cost of the
+// recomputed op runs. *out holds the set, its program and the replay, and
+// copies of options.program's each_use and reverse_order. False only if the
+// program is invalid (a bug).
+bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
+                        const std::vector<double>& costs, const ScoreOptions& options,
+                        ScoredPlan* out, std::string* err);
+
+// Plans g under budget_bytes (the recipes and the result's contract: the
+// top of this file). Not fitting is no error: result->feasible says. False
+// only when the options do not apply (exact on too many candidates, chain
+// at module granularity) or a program is invalid (a bug), with err set.
 bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions& options,
                      PlanResult* result, std::string* err);
 

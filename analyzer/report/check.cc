@@ -6,6 +6,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "analyzer/base/enum_table.h"
 #include "analyzer/base/file_io.h"
 #include "analyzer/base/json_util.h"
 #include "analyzer/base/units.h"
@@ -188,16 +189,18 @@ CheckResult EvaluateCheck(const CheckInput& in) {
   return r;
 }
 
+namespace {
+
+constexpr EnumName<CheckFormat> kCheckFormats[] = {
+    {CheckFormat::kText, "text"},
+    {CheckFormat::kGithub, "github"},
+    {CheckFormat::kMarkdown, "markdown"},
+};
+
+}  // namespace
+
 bool ParseCheckFormat(std::string_view name, CheckFormat* out) {
-  if (name == "text")
-    *out = CheckFormat::kText;
-  else if (name == "github")
-    *out = CheckFormat::kGithub;
-  else if (name == "markdown")
-    *out = CheckFormat::kMarkdown;
-  else
-    return false;
-  return true;
+  return ParseEnum(kCheckFormats, name, out);
 }
 
 std::string CheckReportJson(const JointGraph& jg, const CheckInput& in, const CheckResult& r,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "analyzer/base/enum_table.h"
 #include "analyzer/base/json_util.h"
 #include "analyzer/base/units.h"
 #include "analyzer/report/analyze_report.h"
@@ -84,16 +85,18 @@ SacDispatchSource SacDispatchSourceOf(const CostModel& model) {
                                           : SacDispatchSource::kUnmeasuredDefault;
 }
 
+namespace {
+
+constexpr EnumName<SacDispatchSource> kSacDispatchSources[] = {
+    {SacDispatchSource::kGiven, "given"},
+    {SacDispatchSource::kMeasured, "measured"},
+    {SacDispatchSource::kUnmeasuredDefault, "unmeasured_default"},
+};
+
+}  // namespace
+
 const char* SacDispatchSourceName(SacDispatchSource source) {
-  switch (source) {
-    case SacDispatchSource::kGiven:
-      return "given";
-    case SacDispatchSource::kMeasured:
-      return "measured";
-    case SacDispatchSource::kUnmeasuredDefault:
-      break;
-  }
-  return "unmeasured_default";
+  return NameOf(kSacDispatchSources, source, "unmeasured_default");
 }
 
 Plan MakePlan(const Graph& g, const std::string& graph_sha256, int64_t budget_bytes,

@@ -52,17 +52,6 @@ std::vector<bool> EachUseMatters(const Graph& g) {
   return matters;
 }
 
-CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
-                                         AccumulationMode mode) {
-  return BuildCheckpointProgram(g, keep, mode, {}, {});
-}
-
-CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
-                                         AccumulationMode mode,
-                                         const std::vector<int>& recompute_group) {
-  return BuildCheckpointProgram(g, keep, mode, recompute_group, {});
-}
-
 std::vector<bool> OrderMatters(const Graph& g) {
   std::vector<bool> candidate(g.tensors.size(), false);
   for (int t : CheckpointCandidates(g)) candidate[t] = true;
@@ -80,205 +69,272 @@ std::vector<bool> OrderMatters(const Graph& g) {
   return matters;
 }
 
-CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
-                                         AccumulationMode mode,
-                                         const std::vector<int>& recompute_group,
-                                         const std::vector<bool>& each_use) {
-  return BuildCheckpointProgram(g, keep, mode, recompute_group, each_use, {});
-}
+namespace {
 
-CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
-                                         AccumulationMode mode,
-                                         const std::vector<int>& recompute_group,
-                                         const std::vector<bool>& each_use,
-                                         const std::vector<bool>& reverse_order) {
-  auto reversed = [&](int o) {
-    return static_cast<size_t>(o) < reverse_order.size() && reverse_order[o];
-  };
-  const std::vector<int> order = ScheduleOrder(g, mode);
-  const std::vector<bool>& kept = KeptToEnd(g);
-  std::vector<int> runs;
-  runs.reserve(order.size() + order.size() / 2);
-
-  // Alive when the backward starts: resident, kept to the end, or kept.
-  std::vector<bool> alive(g.tensors.size(), false), continues(g.tensors.size(), false);
-  for (size_t t = 0; t < g.tensors.size(); ++t)
-    continues[t] = kept[t] || (t < keep.size() && keep[t]);
-  // A view of a kept buffer costs nothing to keep: it lives with its base.
-  for (size_t t = 0; t < g.tensors.size(); ++t) {
-    int base = g.tensors[t].base;
-    if (base != static_cast<int>(t) && (continues[base] || IsResident(g.tensors[base].kind)))
-      continues[t] = true;
-  }
-  auto set_alive = [&] {
+// One BuildCheckpointProgram call: the state its steps share. The steps, in
+// order: which tensors continue past the forward (the constructor), the
+// recompute groups (PlanGroups), then the schedule (Build), each backward op
+// making its inputs alive first (TriggerGroups, EnsureInputs).
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const Graph& g, const std::vector<bool>& keep,
+                 const CheckpointProgramOptions& options)
+      : g_(g),
+        mode_(options.mode),
+        recompute_group_(options.recompute_group ? *options.recompute_group : NoGroups()),
+        each_use_(options.each_use ? *options.each_use : NoFlags()),
+        reverse_order_(options.reverse_order ? *options.reverse_order : NoFlags()),
+        order_(ScheduleOrder(g, options.mode)),
+        alive_(g.tensors.size(), false),
+        continues_(g.tensors.size(), false),
+        rerun_(g.ops.size(), false),
+        max_reruns_(kMaxRerunFactor * static_cast<int64_t>(g.ops.size())) {
+    const std::vector<bool>& kept = KeptToEnd(g);
+    runs_.reserve(order_.size() + order_.size() / 2);
+    // Alive when the backward starts: resident, kept to the end, or kept.
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      continues_[t] = kept[t] || (t < keep.size() && keep[t]);
+    // A view of a kept buffer costs nothing to keep: it lives with its base.
     for (size_t t = 0; t < g.tensors.size(); ++t) {
-      const int p = g.tensors[t].producer;
-      alive[t] = IsResident(g.tensors[t].kind) ||
-                 (continues[t] && p >= 0 && g.ops[p].phase == Phase::kForward);
+      int base = g.tensors[t].base;
+      if (base != static_cast<int>(t) && (continues_[base] || IsResident(g.tensors[base].kind)))
+        continues_[t] = true;
     }
-  };
-  set_alive();
+    SetAlive();
+  }
 
-  CheckpointProgram result;
-  std::vector<bool> rerun(g.ops.size(), false);
-  std::vector<int> stack;
-  // each_use: after an op reads t (or a view of it), t is dead again and its
-  // producer may rerun; views of t read so far keep their old instance.
-  const int64_t max_reruns = kMaxRerunFactor * static_cast<int64_t>(g.ops.size());
-  auto release = [&](int u) {
-    if (each_use.empty() || static_cast<int64_t>(result.recomputed_ops.size()) >= max_reruns)
-      return;
-    const int base = g.tensors[u].base;
-    if (static_cast<size_t>(base) >= each_use.size() || !each_use[base] || continues[base]) return;
-    for (int t : {base, u}) {
-      const int p = g.tensors[t].producer;
-      if (p < 0 || g.ops[p].phase != Phase::kForward || !alive[t]) continue;
-      alive[t] = false;
-      rerun[p] = false;
+  CheckpointProgram Build() {
+    if (!recompute_group_.empty()) PlanGroups();
+    triggered_.assign(members_.size(), false);
+    // Forward ops run where they stand (a pipeline stage interleaves
+    // micro-batches' forwards and backwards); a backward op reads only
+    // forward tensors made before it.
+    for (int o : order_) {
+      const Op& op = g_.ops[o];
+      if (op.phase == Phase::kForward) {
+        runs_.push_back(o);
+        continue;
+      }
+      TriggerGroups(o);
+      EnsureInputs(o);
+      runs_.push_back(o);
+      for (int out : op.outputs) alive_[out] = true;
+      for (int t : op.inputs) Release(t);
     }
-  };
+    std::vector<int>& tensors = result_.recomputed_tensors;
+    std::sort(tensors.begin(), tensors.end());
+    tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
+    result_.program = BuildProgram(g_, runs_, mode_, &continues_);
+    return std::move(result_);
+  }
+
+ private:
+  static const std::vector<int>& NoGroups() {
+    static const std::vector<int> none;
+    return none;
+  }
+  static const std::vector<bool>& NoFlags() {
+    static const std::vector<bool> none;
+    return none;
+  }
+
+  bool Reversed(int o) const {
+    return static_cast<size_t>(o) < reverse_order_.size() && reverse_order_[o];
+  }
+
+  // Alive when the backward starts: resident, or made by a forward op and
+  // continuing.
+  void SetAlive() {
+    for (size_t t = 0; t < g_.tensors.size(); ++t) {
+      const int p = g_.tensors[t].producer;
+      alive_[t] = IsResident(g_.tensors[t].kind) ||
+                  (continues_[t] && p >= 0 && g_.ops[p].phase == Phase::kForward);
+    }
+  }
+
+  // each_use: after an op reads u (or a view of it), u's base is dead again
+  // and its producer may rerun; views of it read so far keep their old
+  // instance.
+  void Release(int u) {
+    if (each_use_.empty() || static_cast<int64_t>(result_.recomputed_ops.size()) >= max_reruns_)
+      return;
+    const int base = g_.tensors[u].base;
+    if (static_cast<size_t>(base) >= each_use_.size() || !each_use_[base] || continues_[base])
+      return;
+    for (int t : {base, u}) {
+      const int p = g_.tensors[t].producer;
+      if (p < 0 || g_.ops[p].phase != Phase::kForward || !alive_[t]) continue;
+      alive_[t] = false;
+      rerun_[p] = false;
+    }
+  }
+
   // The first dead tensor op p needs (an input, or the base of a view it
   // makes), or -1.
-  auto dead_need = [&](int p) {
-    const std::vector<int>& inputs = g.ops[p].inputs;
-    if (reversed(p)) {
+  int DeadNeed(int p) const {
+    const std::vector<int>& inputs = g_.ops[p].inputs;
+    if (Reversed(p)) {
       for (auto it = inputs.rbegin(); it != inputs.rend(); ++it)
-        if (!alive[*it]) return *it;
+        if (!alive_[*it]) return *it;
     }
     for (int u : inputs)
-      if (!alive[u]) return u;
-    for (int t : g.ops[p].outputs) {
-      int base = g.tensors[t].alias_of;
-      if (base >= 0 && !alive[base] &&
-          std::find(g.ops[p].outputs.begin(), g.ops[p].outputs.end(), base) ==
-              g.ops[p].outputs.end())
+      if (!alive_[u]) return u;
+    const std::vector<int>& outputs = g_.ops[p].outputs;
+    for (int t : outputs) {
+      int base = g_.tensors[t].alias_of;
+      if (base >= 0 && !alive_[base] &&
+          std::find(outputs.begin(), outputs.end(), base) == outputs.end())
         return base;
     }
     return -1;
-  };
-  auto ensure = [&](int t) {
-    if (alive[t]) return;
-    stack.assign(1, g.tensors[t].producer);
-    while (!stack.empty()) {
-      int p = stack.back();
-      int u = dead_need(p);
+  }
+
+  // Makes t alive, rerunning its producer once its own inputs are (an
+  // explicit stack, no recursion).
+  void Ensure(int t) {
+    if (alive_[t]) return;
+    stack_.assign(1, g_.tensors[t].producer);
+    while (!stack_.empty()) {
+      int p = stack_.back();
+      int u = DeadNeed(p);
       if (u >= 0) {
-        stack.push_back(g.tensors[u].producer);  // a forward op: see the header
+        stack_.push_back(g_.tensors[u].producer);  // a forward op: see the header
         continue;
       }
-      stack.pop_back();
-      if (rerun[p]) continue;
-      rerun[p] = true;
-      runs.push_back(p);
-      result.recomputed_ops.push_back(p);
-      for (int out : g.ops[p].outputs) {
-        if (!alive[out]) result.recomputed_tensors.push_back(out);
-        alive[out] = true;
+      stack_.pop_back();
+      if (rerun_[p]) continue;
+      rerun_[p] = true;
+      runs_.push_back(p);
+      result_.recomputed_ops.push_back(p);
+      for (int out : g_.ops[p].outputs) {
+        if (!alive_[out]) result_.recomputed_tensors.push_back(out);
+        alive_[out] = true;
       }
-      for (int u : g.ops[p].inputs) release(u);
+      for (int in : g_.ops[p].inputs) Release(in);
     }
-  };
-  // Recompute groups: the tensors of each group that backward ops read, in
-  // the forward order of their producers.
-  auto group_of = [&](int t) {
-    int base = g.tensors[t].base;
-    if (static_cast<size_t>(t) < recompute_group.size() && recompute_group[t] >= 0)
-      return recompute_group[t];
-    if (static_cast<size_t>(base) < recompute_group.size()) return recompute_group[base];
+  }
+
+  // The recompute group of t (or of its base), or -1.
+  int GroupOf(int t) const {
+    int base = g_.tensors[t].base;
+    if (static_cast<size_t>(t) < recompute_group_.size() && recompute_group_[t] >= 0)
+      return recompute_group_[t];
+    if (static_cast<size_t>(base) < recompute_group_.size()) return recompute_group_[base];
     return -1;
-  };
-  std::vector<std::vector<int>> members, group_rerun;
-  std::vector<bool> wrapped;
-  if (!recompute_group.empty()) {
-    std::vector<int> position(g.ops.size(), 0);
-    for (size_t k = 0; k < order.size(); ++k) position[order[k]] = static_cast<int>(k);
-    std::vector<bool> listed(g.tensors.size(), false);
-    for (int o : order) {
-      if (g.ops[o].phase == Phase::kForward) continue;
-      for (int t : g.ops[o].inputs) {
-        int grp = group_of(t);
-        int p = g.tensors[t].producer;
-        if (grp < 0 || listed[t] || p < 0 || g.ops[p].phase != Phase::kForward) continue;
-        listed[t] = true;
-        if (static_cast<size_t>(grp) >= members.size()) members.resize(grp + 1);
-        members[grp].push_back(t);
-      }
-    }
-    for (std::vector<int>& m : members)
-      std::stable_sort(m.begin(), m.end(), [&](int a, int b) {
-        return position[g.tensors[a].producer] < position[g.tensors[b].producer];
-      });
+  }
+
+  // Recompute groups: the tensors of each group that backward ops read, in
+  // the forward order of their producers (members_); which groups are
+  // recomputed (wrapped_) and the forward ops each reruns (group_rerun_).
+  void PlanGroups() {
+    std::vector<int> position(g_.ops.size(), 0);
+    for (size_t k = 0; k < order_.size(); ++k) position[order_[k]] = static_cast<int>(k);
+    ListMembers(position);
     // A group is recomputed (wrapped) when one of its members is dead. Its
     // rerun: its forward ops in order up to its last member's producer (the
     // checkpoint's early stop), each unless its buffers are alive (saved).
     // Its inputs from outside (checkpoint's saved inputs) are kept.
-    wrapped.assign(members.size(), false);
-    group_rerun.resize(members.size());
-    std::vector<int> last(members.size(), -1);
-    for (size_t grp = 0; grp < members.size(); ++grp) {
-      for (int m : members[grp]) wrapped[grp] = wrapped[grp] || !alive[m];
-      if (!members[grp].empty()) last[grp] = position[g.tensors[members[grp].back()].producer];
+    wrapped_.assign(members_.size(), false);
+    group_rerun_.resize(members_.size());
+    std::vector<int> last(members_.size(), -1);
+    for (size_t grp = 0; grp < members_.size(); ++grp) {
+      for (int m : members_[grp]) wrapped_[grp] = wrapped_[grp] || !alive_[m];
+      if (!members_[grp].empty()) last[grp] = position[g_.tensors[members_[grp].back()].producer];
     }
-    for (size_t k = 0; k < order.size(); ++k) {
-      const Op& op = g.ops[order[k]];
+    for (size_t k = 0; k < order_.size(); ++k) {
+      const Op& op = g_.ops[order_[k]];
       if (op.phase != Phase::kForward || op.outputs.empty()) continue;
-      const int grp = group_of(op.outputs[0]);
-      if (grp < 0 || grp >= static_cast<int>(members.size()) || !wrapped[grp] ||
+      const int grp = GroupOf(op.outputs[0]);
+      if (grp < 0 || grp >= static_cast<int>(members_.size()) || !wrapped_[grp] ||
           static_cast<int>(k) > last[grp])
         continue;
-      group_rerun[grp].push_back(order[k]);
+      group_rerun_[grp].push_back(order_[k]);
       for (int t : op.inputs) {
-        const int base = g.tensors[t].base;
-        if (group_of(t) != grp && !IsResident(g.tensors[base].kind))
-          continues[t] = continues[base] = true;
+        const int base = g_.tensors[t].base;
+        if (GroupOf(t) != grp && !IsResident(g_.tensors[base].kind))
+          continues_[t] = continues_[base] = true;
       }
     }
-    set_alive();
+    SetAlive();
   }
-  std::vector<bool> triggered(members.size(), false);
-  // Forward ops run where they stand (a pipeline stage interleaves
-  // micro-batches' forwards and backwards); a backward op reads only
-  // forward tensors made before it.
-  for (int o : order) {
-    const Op& op = g.ops[o];
-    if (op.phase == Phase::kForward) {
-      runs.push_back(o);
-      continue;
+
+  // members_: by group, the forward-made tensors of the group that backward
+  // ops read, sorted by their producers' positions in the schedule.
+  void ListMembers(const std::vector<int>& position) {
+    std::vector<bool> listed(g_.tensors.size(), false);
+    for (int o : order_) {
+      if (g_.ops[o].phase == Phase::kForward) continue;
+      for (int t : g_.ops[o].inputs) {
+        int grp = GroupOf(t);
+        int p = g_.tensors[t].producer;
+        if (grp < 0 || listed[t] || p < 0 || g_.ops[p].phase != Phase::kForward) continue;
+        listed[t] = true;
+        if (static_cast<size_t>(grp) >= members_.size()) members_.resize(grp + 1);
+        members_[grp].push_back(t);
+      }
     }
-    const int own = op.outputs.empty() ? -1 : group_of(op.outputs[0]);
+    for (std::vector<int>& m : members_)
+      std::stable_sort(m.begin(), m.end(), [&](int a, int b) {
+        return position[g_.tensors[a].producer] < position[g_.tensors[b].producer];
+      });
+  }
+
+  // Backward op o's first read of a group's tensor triggers the group: when
+  // the tensor is dead, or always when o is the group's own backward.
+  void TriggerGroups(int o) {
+    const Op& op = g_.ops[o];
+    const int own = op.outputs.empty() ? -1 : GroupOf(op.outputs[0]);
     for (int t : op.inputs) {
-      int grp = group_of(t);
-      if (grp < 0 || grp >= static_cast<int>(members.size()) || triggered[grp]) continue;
-      if (alive[t] && grp != own) continue;
-      triggered[grp] = true;
-      if (!wrapped[grp]) continue;
-      for (int p : group_rerun[grp])
-        for (int u : g.ops[p].outputs)
-          if (g.tensors[u].alias_of < 0) ensure(u);
-      for (int m : members[grp]) ensure(m);
+      int grp = GroupOf(t);
+      if (grp < 0 || grp >= static_cast<int>(members_.size()) || triggered_[grp]) continue;
+      if (alive_[t] && grp != own) continue;
+      triggered_[grp] = true;
+      if (!wrapped_[grp]) continue;
+      for (int p : group_rerun_[grp])
+        for (int u : g_.ops[p].outputs)
+          if (g_.tensors[u].alias_of < 0) Ensure(u);
+      for (int m : members_[grp]) Ensure(m);
     }
-    // Recomputing one input can release another (each_use): until all are
-    // alive. Ensuring t releases only proper ancestors of t, so this ends.
+  }
+
+  // Recomputing one input can release another (each_use): until all are
+  // alive. Ensuring t releases only proper ancestors of t, so this ends.
+  void EnsureInputs(int o) {
+    const std::vector<int>& inputs = g_.ops[o].inputs;
     for (bool all_alive = false; !all_alive;) {
       all_alive = true;
-      const size_t n = op.inputs.size();
+      const size_t n = inputs.size();
       for (size_t i = 0; i < n; ++i) {
-        const int t = op.inputs[reversed(o) ? n - 1 - i : i];
-        if (alive[t]) continue;
+        const int t = inputs[Reversed(o) ? n - 1 - i : i];
+        if (alive_[t]) continue;
         all_alive = false;
-        ensure(t);
+        Ensure(t);
       }
     }
-    runs.push_back(o);
-    for (int out : op.outputs) alive[out] = true;
-    for (int t : op.inputs) release(t);
   }
-  std::sort(result.recomputed_tensors.begin(), result.recomputed_tensors.end());
-  result.recomputed_tensors.erase(
-      std::unique(result.recomputed_tensors.begin(), result.recomputed_tensors.end()),
-      result.recomputed_tensors.end());
-  result.program = BuildProgram(g, runs, mode, &continues);
-  return result;
+
+  const Graph& g_;
+  const AccumulationMode mode_;
+  const std::vector<int>& recompute_group_;
+  const std::vector<bool>& each_use_;
+  const std::vector<bool>& reverse_order_;
+  const std::vector<int> order_;         // ScheduleOrder
+  std::vector<int> runs_;                // the program's op runs, in order
+  std::vector<bool> alive_, continues_;  // by tensor
+  std::vector<bool> rerun_;              // by op: rerun, its outputs still alive
+  std::vector<int> stack_;               // Ensure's
+  const int64_t max_reruns_;
+  CheckpointProgram result_;
+  // Recompute groups (PlanGroups), by group.
+  std::vector<std::vector<int>> members_, group_rerun_;
+  std::vector<bool> wrapped_, triggered_;
+};
+
+}  // namespace
+
+CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                         const CheckpointProgramOptions& options) {
+  return ProgramBuilder(g, keep, options).Build();
 }
 
 }  // namespace memplan

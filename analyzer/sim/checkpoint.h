@@ -52,41 +52,36 @@ struct CheckpointProgram {
   std::vector<int> recomputed_tensors;  // their outputs, sorted, distinct
 };
 
+// How BuildCheckpointProgram turns a checkpoint set into a program. Every
+// member has a default, so {} is the plain on-demand program under inplace
+// accumulation; name what differs: {.mode = m, .each_use = &each_use}. The
+// vectors are borrowed, not copied; null or empty: none.
+struct CheckpointProgramOptions {
+  AccumulationMode mode = AccumulationMode::kInplace;
+  // Recompute groups (by tensor index; -1 or past the end: none; a view goes
+  // with its base's group): the first time the backward needs a dead tensor
+  // of group G, every tensor of G that a backward op reads (directly or
+  // through a view) is recomputed then, in forward order, and each stays
+  // alive until its last use. This is torch.utils.checkpoint on a module:
+  // the backward's first unpack of any of the module's saved tensors reruns
+  // the whole module and holds all its saved tensors until their nodes have
+  // run, where the on-demand program would remake each one just before its
+  // first use. A backward op whose outputs are in group G (its module's own
+  // backward) triggers G when it reads any tensor of G, dead or alive, as the
+  // first unpack of a module's saved tensor does; other backward ops only
+  // when they need a dead one. Without groups both programs are the same.
+  const std::vector<int>* recompute_group = nullptr;
+  // By tensor index: dropped tensors recomputed at each use (see the top of
+  // this file).
+  const std::vector<bool>* each_use = nullptr;
+  // By op index: ops that recompute their dead inputs last first.
+  const std::vector<bool>* reverse_order = nullptr;
+};
+
 // keep[t]: tensor t is kept from the forward to its last backward use. Views
 // of kept, resident and kept-to-end tensors are kept with their base.
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
-                                         AccumulationMode mode);
-
-// The same, with recompute groups (by tensor index; -1 or past the end: none;
-// a view goes with its base's group): the first time the backward needs a
-// dead tensor of group G, every tensor of G that a backward op reads
-// (directly or through a view) is recomputed then, in forward order, and each
-// stays alive until its last use. This is torch.utils.checkpoint on a module:
-// the backward's first unpack of any of the module's saved tensors reruns the
-// whole module and holds all its saved tensors until their nodes have run,
-// where the on-demand program above would remake each one just before its
-// first use. A backward op whose outputs are in group G (its module's own
-// backward) triggers G when it reads any tensor of G, dead or alive, as the
-// first unpack of a module's saved tensor does; other backward ops only when
-// they need a dead one. Without groups both programs are the same.
-CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
-                                         AccumulationMode mode,
-                                         const std::vector<int>& recompute_group);
-
-// The same, with the dropped tensors in each_use (by tensor index; empty:
-// none) recomputed at each use (see the top of this file).
-CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
-                                         AccumulationMode mode,
-                                         const std::vector<int>& recompute_group,
-                                         const std::vector<bool>& each_use);
-
-// The same, with the ops in reverse_order (by op index; empty: none)
-// recomputing their dead inputs last first.
-CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
-                                         AccumulationMode mode,
-                                         const std::vector<int>& recompute_group,
-                                         const std::vector<bool>& each_use,
-                                         const std::vector<bool>& reverse_order);
+                                         const CheckpointProgramOptions& options = {});
 
 // By op: true where reverse_order can differ from input order: an op that
 // reads two or more candidates (or views of them).

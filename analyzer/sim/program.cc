@@ -3,31 +3,25 @@
 #include <algorithm>
 #include <array>
 
+#include "analyzer/base/enum_table.h"
+
 namespace memplan {
 
+namespace {
+
+constexpr EnumName<AccumulationMode> kAccumulationModes[] = {
+    {AccumulationMode::kInplace, "inplace"},
+    {AccumulationMode::kOutOfPlace, "out_of_place"},
+    {AccumulationMode::kDeferred, "deferred"},
+};
+
+}  // namespace
+
 bool ParseAccumulationMode(std::string_view name, AccumulationMode* out) {
-  if (name == "inplace")
-    *out = AccumulationMode::kInplace;
-  else if (name == "out_of_place")
-    *out = AccumulationMode::kOutOfPlace;
-  else if (name == "deferred")
-    *out = AccumulationMode::kDeferred;
-  else
-    return false;
-  return true;
+  return ParseEnum(kAccumulationModes, name, out);
 }
 
-const char* AccumulationModeName(AccumulationMode m) {
-  switch (m) {
-    case AccumulationMode::kInplace:
-      return "inplace";
-    case AccumulationMode::kOutOfPlace:
-      return "out_of_place";
-    case AccumulationMode::kDeferred:
-      return "deferred";
-  }
-  return "?";
-}
+const char* AccumulationModeName(AccumulationMode m) { return NameOf(kAccumulationModes, m, "?"); }
 
 const std::vector<bool>& KeptToEnd(const Graph& g) { return g.kept_to_end; }
 

@@ -15,13 +15,7 @@
 namespace memplan::parallel {
 
 bool ParseSchedule(std::string_view name, PipelineSchedule* out) {
-  if (name == "gpipe")
-    *out = PipelineSchedule::kGPipe;
-  else if (name == "1f1b")
-    *out = PipelineSchedule::k1F1B;
-  else
-    return false;
-  return true;
+  return ParseEnum(kScheduleNames, name, out);
 }
 
 namespace {
@@ -251,172 +245,243 @@ std::vector<std::pair<bool, int>> Schedule(PipelineSchedule schedule, int64_t st
   return events;
 }
 
-// Stage s's step; *received_bytes: its receive buffers, all micro-batches.
-bool BuildStage(const Graph& g, const PipelineOptions& o, const Assignment& a, int s, Graph* out,
-                int64_t* received_bytes, std::string* err) {
-  const int64_t micro = o.micro_batches;
-  const int last = static_cast<int>(o.stages) - 1;
-  const size_t nt = g.tensors.size();
-  Graph h;
-  h.name = g.name;
-  h.source = g.source;
-  h.target_device = g.target_device;
-  h.outputs_held = g.outputs_held;
-  h.symbols = g.symbols;
-  std::vector<bool> used(nt, false), sent(nt, false), model_output(nt, false);
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const Op& op = g.ops[i];
-    if (a.op_stage[i] != s) {
-      // Made here, read there: sent.
-      for (int t : op.inputs)
-        if (a.tensor_stage[t] == s && !g.IsResidentTensor(t)) sent[t] = true;
-      continue;
-    }
-    for (int t : op.inputs) used[t] = true;
-    for (int t : op.outputs) used[t] = true;
-    // The last stage's model output: what its "loss" ops read from others.
-    if (s == last && o.return_outputs && op.phase == Phase::kForward && InScope(op.scope, "loss"))
-      for (int t : op.inputs) {
-        const int p = g.tensors[t].producer;
-        if (p >= 0 && g.ops[p].phase == Phase::kForward && !InScope(g.ops[p].scope, "loss"))
-          model_output[t] = true;
-      }
+// Stage s's step (BuildStage): the tensors it uses, cloned per micro-batch,
+// and its ops in schedule order with the markers for what the runtime holds.
+class StageBuilder {
+ public:
+  StageBuilder(const Graph& g, const PipelineOptions& o, const Assignment& a, int s)
+      : g_(g),
+        o_(o),
+        a_(a),
+        s_(s),
+        micro_(o.micro_batches),
+        last_(static_cast<int>(o.stages) - 1),
+        nt_(g.tensors.size()) {}
+
+  bool Build(Graph* out, int64_t* received_bytes, std::string* err) {
+    h_.name = g_.name;
+    h_.source = g_.source;
+    h_.target_device = g_.target_device;
+    h_.outputs_held = g_.outputs_held;
+    h_.symbols = g_.symbols;
+    FindUsedSentAndOutputs();
+    std::vector<int> grad = g_.FinalParameterGradients();
+    param_of_grad_.assign(nt_, -1);
+    for (size_t p = 0; p < nt_; ++p)
+      if (grad[p] >= 0) param_of_grad_[grad[p]] = static_cast<int>(p);
+    CloneTensors(received_bytes);
+    LinkClones();
+    SplitSent();
+    EmitSchedule();
+    EmitSendsDone();
+    if (s_ == last_) EmitMergeOutputs();
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      if (a_.op_stage[i] == s_ && g_.ops[i].phase == Phase::kOptimizer)
+        h_.ops.push_back(Clone(static_cast<int>(i), 0));
+    for (int m = 0; m < micro_; ++m)
+      for (int t : g_.outputs)
+        if (used_[t] && a_.tensor_stage[t] == s_) h_.outputs.push_back(map_[m][t]);
+    if (!h_.Finalize(err)) return false;
+    *out = std::move(h_);
+    return true;
   }
-  std::vector<int> grad = g.FinalParameterGradients();
-  std::vector<int> param_of_grad(nt, -1);
-  for (size_t p = 0; p < nt; ++p)
-    if (grad[p] >= 0) param_of_grad[grad[p]] = static_cast<int>(p);
-  std::vector<std::vector<int>> map(micro, std::vector<int>(nt, -1));
-  auto add = [&](Tensor t) {
-    h.tensors.push_back(std::move(t));
-    return static_cast<int>(h.tensors.size()) - 1;
-  };
-  // Shared: the stage's parameters, buffers and optimizer state.
-  for (size_t t = 0; t < nt; ++t) {
-    if (!used[t] || !g.IsResidentTensor(static_cast<int>(t)) ||
-        g.tensors[t].kind == TensorKind::kInput)
-      continue;
-    const int index = add(g.tensors[t]);
-    for (int m = 0; m < micro; ++m) map[m][t] = index;
-  }
-  // Per micro-batch: inputs, what the stage makes, what it receives.
-  for (int m = 0; m < micro; ++m) {
-    for (size_t t = 0; t < nt; ++t) {
-      if (!used[t] || map[m][t] >= 0) continue;
-      Tensor copy = g.tensors[t];
-      const int p = copy.producer;
-      const int from = a.tensor_stage[t];
-      if (p >= 0 && from != s) {
-        const bool forward_made = g.ops[p].phase == Phase::kForward;
-        copy.id = Suffix((forward_made ? "pp.recv." : "pp.recv_grad.") + copy.id, m, micro);
-        copy.kind = TensorKind::kBuffer;
-        copy.alias_of = copy.grad_of = -1;
-        map[m][t] = add(std::move(copy));
-        *received_bytes += g.tensors[t].bytes;
+
+ private:
+  // The tensors the stage's ops use, those it makes and another stage
+  // reads (sent), and on the last stage the model output.
+  void FindUsedSentAndOutputs() {
+    used_.assign(nt_, false);
+    sent_.assign(nt_, false);
+    model_output_.assign(nt_, false);
+    for (size_t i = 0; i < g_.ops.size(); ++i) {
+      const Op& op = g_.ops[i];
+      if (a_.op_stage[i] != s_) {
+        // Made here, read there: sent.
+        for (int t : op.inputs)
+          if (a_.tensor_stage[t] == s_ && !g_.IsResidentTensor(t)) sent_[t] = true;
         continue;
       }
-      copy.id = Suffix(copy.id, m, micro);
-      map[m][t] = add(std::move(copy));
+      for (int t : op.inputs) used_[t] = true;
+      for (int t : op.outputs) used_[t] = true;
+      // The last stage's model output: what its "loss" ops read from others.
+      if (s_ == last_ && o_.return_outputs && op.phase == Phase::kForward &&
+          InScope(op.scope, "loss"))
+        for (int t : op.inputs) {
+          const int p = g_.tensors[t].producer;
+          if (p >= 0 && g_.ops[p].phase == Phase::kForward && !InScope(g_.ops[p].scope, "loss"))
+            model_output_[t] = true;
+        }
     }
   }
-  for (int m = 0; m < micro; ++m)
-    for (size_t t = 0; t < nt; ++t) {
-      const int c = map[m][t];
-      if (c < 0 || (m > 0 && map[0][t] == c)) continue;
-      Tensor& copy = h.tensors[c];
-      if (copy.kind == TensorKind::kBuffer && g.tensors[t].kind != TensorKind::kBuffer) continue;
-      copy.alias_of = copy.alias_of >= 0 ? map[m][copy.alias_of] : -1;
-      if (copy.grad_of >= 0) {
-        const bool of_parameter = g.tensors[copy.grad_of].kind == TensorKind::kParameter;
-        copy.grad_of = (m > 0 && of_parameter) ? -1 : map[m][copy.grad_of];
+
+  int AddTensor(Tensor t) {
+    h_.tensors.push_back(std::move(t));
+    return static_cast<int>(h_.tensors.size()) - 1;
+  }
+
+  // map_[m][t]: tensor t's clone for micro-batch m. The stage's parameters,
+  // buffers and optimizer state are shared; inputs, what the stage makes and
+  // what it receives are per micro-batch.
+  void CloneTensors(int64_t* received_bytes) {
+    map_.assign(micro_, std::vector<int>(nt_, -1));
+    for (size_t t = 0; t < nt_; ++t) {
+      if (!used_[t] || !g_.IsResidentTensor(static_cast<int>(t)) ||
+          g_.tensors[t].kind == TensorKind::kInput)
+        continue;
+      const int index = AddTensor(g_.tensors[t]);
+      for (int m = 0; m < micro_; ++m) map_[m][t] = index;
+    }
+    for (int m = 0; m < micro_; ++m) {
+      for (size_t t = 0; t < nt_; ++t) {
+        if (!used_[t] || map_[m][t] >= 0) continue;
+        Tensor copy = g_.tensors[t];
+        const int p = copy.producer;
+        const int from = a_.tensor_stage[t];
+        if (p >= 0 && from != s_) {
+          const bool forward_made = g_.ops[p].phase == Phase::kForward;
+          copy.id = Suffix((forward_made ? "pp.recv." : "pp.recv_grad.") + copy.id, m, micro_);
+          copy.kind = TensorKind::kBuffer;
+          copy.alias_of = copy.grad_of = -1;
+          map_[m][t] = AddTensor(std::move(copy));
+          *received_bytes += g_.tensors[t].bytes;
+          continue;
+        }
+        copy.id = Suffix(copy.id, m, micro_);
+        map_[m][t] = AddTensor(std::move(copy));
       }
     }
-  auto clone = [&](int i, int m) {
-    Op op = g.ops[i];
-    op.id = Suffix(op.id, m, micro);
-    for (int& t : op.inputs) t = map[m][t];
-    for (int& t : op.outputs) t = map[m][t];
-    for (int& t : op.saves) t = map[m][t];
+  }
+
+  // A clone's alias_of and grad_of point at clones of the same micro-batch;
+  // a parameter's gradient of m > 0 is no final gradient (it is accumulated).
+  void LinkClones() {
+    for (int m = 0; m < micro_; ++m)
+      for (size_t t = 0; t < nt_; ++t) {
+        const int c = map_[m][t];
+        if (c < 0 || (m > 0 && map_[0][t] == c)) continue;
+        Tensor& copy = h_.tensors[c];
+        if (copy.kind == TensorKind::kBuffer && g_.tensors[t].kind != TensorKind::kBuffer) continue;
+        copy.alias_of = copy.alias_of >= 0 ? map_[m][copy.alias_of] : -1;
+        if (copy.grad_of >= 0) {
+          const bool of_parameter = g_.tensors[copy.grad_of].kind == TensorKind::kParameter;
+          copy.grad_of = (m > 0 && of_parameter) ? -1 : map_[m][copy.grad_of];
+        }
+      }
+  }
+
+  Op Clone(int i, int m) const {
+    Op op = g_.ops[i];
+    op.id = Suffix(op.id, m, micro_);
+    for (int& t : op.inputs) t = map_[m][t];
+    for (int& t : op.outputs) t = map_[m][t];
+    for (int& t : op.saves) t = map_[m][t];
     op.saves.erase(std::remove(op.saves.begin(), op.saves.end(), -1), op.saves.end());
     return op;
-  };
-  auto marker = [&](const std::string& id, Phase phase, std::vector<int> inputs) {
+  }
+
+  // An op standing for what the runtime does: "pp.X..." has type pipeline_X.
+  static Op Marker(const std::string& id, Phase phase, std::vector<int> inputs) {
     Op op;
     op.id = id;
     op.type = "pipeline_" + id.substr(3, id.find('.', 3) - 3);
     op.phase = phase;
     op.inputs = std::move(inputs);
     return op;
-  };
+  }
+
   // What the stage sends: activations forward, input gradients back.
-  std::vector<int> sent_activations, sent_gradients;
-  for (size_t t = 0; t < nt; ++t) {
-    if (!sent[t]) continue;
-    const bool forward_made = g.ops[g.tensors[t].producer].phase == Phase::kForward;
-    (forward_made ? sent_activations : sent_gradients).push_back(static_cast<int>(t));
-  }
-  auto sent_of = [&](int m, bool activations) {
-    std::vector<int> out;
-    for (int t : activations ? sent_activations : sent_gradients) out.push_back(map[m][t]);
-    return out;
-  };
-  const bool gpipe = o.schedule == PipelineSchedule::kGPipe;
-  for (auto [forward, m] : Schedule(o.schedule, o.stages, s, micro)) {
-    for (size_t i = 0; i < g.ops.size(); ++i) {
-      const Op& op = g.ops[i];
-      if (a.op_stage[i] != s || (op.phase == Phase::kForward) != forward ||
-          op.phase == Phase::kOptimizer)
-        continue;
-      h.ops.push_back(clone(static_cast<int>(i), m));
-      if (forward || m == 0) continue;
-      for (int t : op.outputs) {
-        if (param_of_grad[t] < 0) continue;
-        h.ops.push_back(
-            marker(Suffix("pp.accumulate_grad." + g.tensors[param_of_grad[t]].id, m, micro),
-                   Phase::kBackward, {map[m][t], map[0][t]}));
-      }
+  void SplitSent() {
+    for (size_t t = 0; t < nt_; ++t) {
+      if (!sent_[t]) continue;
+      const bool forward_made = g_.ops[g_.tensors[t].producer].phase == Phase::kForward;
+      (forward_made ? sent_activations_ : sent_gradients_).push_back(static_cast<int>(t));
     }
-    if (forward) continue;
-    // The end of B(m): its sent activations leave the fwd_cache; under 1F1B
-    // the input gradients B(m-1) sent are released.
-    std::vector<int> done = sent_of(m, true);
-    if (!gpipe && m > 0)
-      for (int t : sent_of(m - 1, false)) done.push_back(t);
-    if (!done.empty())
-      h.ops.push_back(marker(Suffix("pp.backward_done", m, micro), Phase::kForward, done));
   }
-  std::vector<int> pending;
-  for (int m = gpipe ? 0 : static_cast<int>(micro) - 1; m < micro; ++m) {
-    for (int t : sent_of(m, false)) pending.push_back(t);
-    if (gpipe)
-      for (int t : sent_of(m, true)) pending.push_back(t);
+
+  std::vector<int> SentOf(int m, bool activations) const {
+    std::vector<int> out;
+    for (int t : activations ? sent_activations_ : sent_gradients_) out.push_back(map_[m][t]);
+    return out;
   }
-  if (!pending.empty()) h.ops.push_back(marker("pp.sends_done", Phase::kForward, pending));
-  if (s == last) {
+
+  // F(m) and B(m) in schedule order; B(m) accumulates the parameter
+  // gradients of m > 0 and ends with pp.backward_done.
+  void EmitSchedule() {
+    const bool gpipe = o_.schedule == PipelineSchedule::kGPipe;
+    for (auto [forward, m] : Schedule(o_.schedule, o_.stages, s_, micro_)) {
+      for (size_t i = 0; i < g_.ops.size(); ++i) {
+        const Op& op = g_.ops[i];
+        if (a_.op_stage[i] != s_ || (op.phase == Phase::kForward) != forward ||
+            op.phase == Phase::kOptimizer)
+          continue;
+        h_.ops.push_back(Clone(static_cast<int>(i), m));
+        if (forward || m == 0) continue;
+        for (int t : op.outputs) {
+          if (param_of_grad_[t] < 0) continue;
+          h_.ops.push_back(
+              Marker(Suffix("pp.accumulate_grad." + g_.tensors[param_of_grad_[t]].id, m, micro_),
+                     Phase::kBackward, {map_[m][t], map_[0][t]}));
+        }
+      }
+      if (forward) continue;
+      // The end of B(m): its sent activations leave the fwd_cache; under 1F1B
+      // the input gradients B(m-1) sent are released.
+      std::vector<int> done = SentOf(m, true);
+      if (!gpipe && m > 0)
+        for (int t : SentOf(m - 1, false)) done.push_back(t);
+      if (!done.empty())
+        h_.ops.push_back(Marker(Suffix("pp.backward_done", m, micro_), Phase::kForward, done));
+    }
+  }
+
+  // The sends still pending at the end: under 1F1B the last B's input
+  // gradients, under GPipe every send.
+  void EmitSendsDone() {
+    const bool gpipe = o_.schedule == PipelineSchedule::kGPipe;
+    std::vector<int> pending;
+    for (int m = gpipe ? 0 : static_cast<int>(micro_) - 1; m < micro_; ++m) {
+      for (int t : SentOf(m, false)) pending.push_back(t);
+      if (gpipe)
+        for (int t : SentOf(m, true)) pending.push_back(t);
+    }
+    if (!pending.empty()) h_.ops.push_back(Marker("pp.sends_done", Phase::kForward, pending));
+  }
+
+  // The last stage concatenates every micro-batch's model output.
+  void EmitMergeOutputs() {
     std::vector<int> outputs;
     int64_t bytes = 0;
-    for (int m = 0; m < micro; ++m)
-      for (size_t t = 0; t < nt; ++t)
-        if (model_output[t]) {
-          outputs.push_back(map[m][t]);
-          bytes += g.tensors[t].bytes;
+    for (int m = 0; m < micro_; ++m)
+      for (size_t t = 0; t < nt_; ++t)
+        if (model_output_[t]) {
+          outputs.push_back(map_[m][t]);
+          bytes += g_.tensors[t].bytes;
         }
-    if (!outputs.empty()) {
-      Op merge = marker("pp.merge_outputs", Phase::kForward, outputs);
-      merge.workspace_bytes = bytes;
-      h.ops.push_back(std::move(merge));
-      for (int t : outputs) h.outputs.push_back(t);
-    }
+    if (outputs.empty()) return;
+    Op merge = Marker("pp.merge_outputs", Phase::kForward, outputs);
+    merge.workspace_bytes = bytes;
+    h_.ops.push_back(std::move(merge));
+    for (int t : outputs) h_.outputs.push_back(t);
   }
-  for (size_t i = 0; i < g.ops.size(); ++i)
-    if (a.op_stage[i] == s && g.ops[i].phase == Phase::kOptimizer)
-      h.ops.push_back(clone(static_cast<int>(i), 0));
-  for (int m = 0; m < micro; ++m)
-    for (int t : g.outputs)
-      if (used[t] && a.tensor_stage[t] == s) h.outputs.push_back(map[m][t]);
-  if (!h.Finalize(err)) return false;
-  *out = std::move(h);
-  return true;
+
+  const Graph& g_;
+  const PipelineOptions& o_;
+  const Assignment& a_;
+  const int s_;
+  const int64_t micro_;
+  const int last_;
+  const size_t nt_;
+  Graph h_;
+  std::vector<bool> used_, sent_, model_output_;  // by tensor of g_
+  std::vector<int> param_of_grad_;                // by tensor of g_
+  std::vector<std::vector<int>> map_;             // [micro-batch][tensor of g_]: in h_
+  std::vector<int> sent_activations_, sent_gradients_;
+};
+
+// Stage s's step; *received_bytes: its receive buffers, all micro-batches.
+bool BuildStage(const Graph& g, const PipelineOptions& o, const Assignment& a, int s, Graph* out,
+                int64_t* received_bytes, std::string* err) {
+  return StageBuilder(g, o, a, s).Build(out, received_bytes, err);
 }
 
 }  // namespace

@@ -7,30 +7,26 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/base/enum_table.h"
+
 namespace memplan::parallel {
 
 enum class Strategy { kNone, kDdp, kZero1, kFsdp, kPipeline };
 enum class PipelineSchedule { kGPipe, k1F1B };
 
-inline const char* ScheduleName(PipelineSchedule s) {
-  return s == PipelineSchedule::kGPipe ? "gpipe" : "1f1b";
-}
+// The names ParseStrategy and ParseSchedule (rank_step.h, pipeline.h) accept.
+inline constexpr EnumName<Strategy> kStrategyNames[] = {
+    {Strategy::kNone, "none"}, {Strategy::kDdp, "ddp"},           {Strategy::kZero1, "zero1"},
+    {Strategy::kFsdp, "fsdp"}, {Strategy::kPipeline, "pipeline"},
+};
+inline constexpr EnumName<PipelineSchedule> kScheduleNames[] = {
+    {PipelineSchedule::kGPipe, "gpipe"},
+    {PipelineSchedule::k1F1B, "1f1b"},
+};
 
-inline const char* StrategyName(Strategy s) {
-  switch (s) {
-    case Strategy::kNone:
-      return "none";
-    case Strategy::kDdp:
-      return "ddp";
-    case Strategy::kZero1:
-      return "zero1";
-    case Strategy::kFsdp:
-      return "fsdp";
-    case Strategy::kPipeline:
-      return "pipeline";
-  }
-  return "none";
-}
+inline const char* ScheduleName(PipelineSchedule s) { return NameOf(kScheduleNames, s, "1f1b"); }
+
+inline const char* StrategyName(Strategy s) { return NameOf(kStrategyNames, s, "none"); }
 
 // Invariants: bytes are of the rank's graph; units is empty unless fsdp;
 // stage_starts has one entry per stage (pipeline), in forward order;

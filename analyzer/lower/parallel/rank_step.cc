@@ -12,19 +12,7 @@
 namespace memplan::parallel {
 
 bool ParseStrategy(std::string_view name, Strategy* out) {
-  if (name == "none")
-    *out = Strategy::kNone;
-  else if (name == "ddp")
-    *out = Strategy::kDdp;
-  else if (name == "zero1")
-    *out = Strategy::kZero1;
-  else if (name == "fsdp")
-    *out = Strategy::kFsdp;
-  else if (name == "pipeline")
-    *out = Strategy::kPipeline;
-  else
-    return false;
-  return true;
+  return ParseEnum(kStrategyNames, name, out);
 }
 
 namespace {
@@ -312,89 +300,41 @@ int AutoShardDepth(const Graph& g) {
   return half > 0 ? half : 2;
 }
 
-bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
-  const int64_t world = options.world_size;
-  for (const std::string& m : options.shard_modules) {
-    bool found = false;
-    for (const Op& op : g->ops) found = found || InScope(op.scope, m);
-    if (!found) {
-      *err = fmt::format("--fsdp-modules: no op of the graph is scoped in module \"{}\"", m);
-      return false;
-    }
-  }
-  const size_t n_tensors = g->tensors.size();
-  bool any_parameter = false;
-  for (size_t t = 0; t < n_tensors; ++t)
-    any_parameter |= g->tensors[t].kind == TensorKind::kParameter;
-  if (!any_parameter) {
-    *err = "the graph has no parameters to shard";
-    return false;
-  }
-  // MixedPrecisionPolicy(param_dtype): the forward runs on parameters and
-  // inputs cast to it, so every floating tensor the step makes has it.
-  if (options.param_dtype)
-    for (Tensor& t : g->tensors)
-      if (!IsResident(t.kind) && IsFloating(t.dtype)) t.dtype = *options.param_dtype;
-  stats->param_dtype = options.param_dtype ? DTypeName(*options.param_dtype) : "";
-  stats->reduce_dtype = options.reduce_dtype ? DTypeName(*options.reduce_dtype) : "";
-  ParallelOptions chosen = options;
-  if (options.shard_modules.empty() && options.shard_depth == kAutoShardDepth)
-    chosen.shard_depth = AutoShardDepth(*g);
-  const std::vector<std::string> unit_of = ParameterUnits(*g, chosen);
-  std::vector<Unit> units;
-  std::map<std::string, int> unit_index;
-  for (size_t p = 0; p < n_tensors; ++p) {
-    if (g->tensors[p].kind != TensorKind::kParameter) continue;
-    auto [it, added] = unit_index.emplace(unit_of[p], static_cast<int>(units.size()));
-    if (added) units.push_back(Unit{unit_of[p], {}, -1, -1, -1});
-    units[it->second].params.push_back(static_cast<int>(p));
-  }
-  std::vector<int> unit_of_param(n_tensors, -1);
-  for (size_t u = 0; u < units.size(); ++u)
-    for (int p : units[u].params) unit_of_param[p] = static_cast<int>(u);
-  for (size_t o = 0; o < g->ops.size(); ++o) {
-    const Op& op = g->ops[o];
-    if (op.phase == Phase::kOptimizer) continue;
-    for (int t : op.inputs) {
-      const int u = unit_of_param[g->tensors[t].base];  // a parameter or a view of one
-      if (u < 0) continue;
-      int& first = op.phase == Phase::kForward ? units[u].first_forward : units[u].first_backward;
-      if (first < 0) first = static_cast<int>(o);
-    }
-  }
-  // A unit's pre-backward hook runs once the gradient of its module's output
-  // is made: before the first backward op scoped in the module (the root's
-  // module is the model: every op but the loss's), at the latest at its first
-  // backward use of a parameter. There it gathers its parameters (when
-  // resharded) and prefetches the next unit's.
-  for (size_t o = 0; o < g->ops.size(); ++o) {
-    const Op& op = g->ops[o];
-    if (op.phase != Phase::kBackward) continue;
-    for (Unit& unit : units) {
-      const bool in = unit.name.empty() ? !InScope(op.scope, "loss") : InScope(op.scope, unit.name);
-      if (unit.pre_backward < 0 && in) unit.pre_backward = static_cast<int>(o);
-    }
-  }
-  for (Unit& unit : units)
-    if (unit.first_backward >= 0 &&
-        (unit.pre_backward < 0 || unit.pre_backward > unit.first_backward))
-      unit.pre_backward = unit.first_backward;
-  const std::vector<int> grad = g->FinalParameterGradients();
-  std::vector<std::vector<Op>> before(g->ops.size()), after(g->ops.size());
-  std::vector<int> unsharded(n_tensors, -1), unsharded_bw(n_tensors, -1),
-      sharded_grad(n_tensors, -1);
-  // Units in the order their backward starts, for the prefetch: each unit's
-  // parameters are gathered at the previous unit's pre-backward (the first
-  // unit's at its own).
-  std::vector<int> by_backward;
-  for (size_t u = 0; u < units.size(); ++u)
-    if (units[u].pre_backward >= 0) by_backward.push_back(static_cast<int>(u));
-  std::sort(by_backward.begin(), by_backward.end(),
-            [&](int a, int b) { return units[a].pre_backward < units[b].pre_backward; });
-  std::vector<int> gather_bw_at(units.size(), -1);  // op index the backward gather goes before
-  for (size_t k = 0; k < by_backward.size(); ++k)
-    gather_bw_at[by_backward[k]] = units[by_backward[k == 0 ? 0 : k - 1]].pre_backward;
+// FSDP2 on a joint graph (rank_step.h): finds the units, adds each unit's
+// collectives and moves the readers to the unsharded copies. The phases run
+// in order from Run() and share the state below.
+class FsdpRewrite {
+ public:
+  FsdpRewrite(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err)
+      : options_(options),
+        world_(options.world_size),
+        g_(g),
+        stats_(stats),
+        err_(err),
+        n_tensors_(g->tensors.size()) {}
 
+  bool Run() {
+    if (!CheckGraph()) return false;
+    ApplyParamDtype();
+    FindUnits();
+    FindPreBackward();
+    grad_ = g_->FinalParameterGradients();
+    before_.resize(g_->ops.size());
+    after_.resize(g_->ops.size());
+    unsharded_.assign(n_tensors_, -1);
+    unsharded_bw_.assign(n_tensors_, -1);
+    sharded_grad_.assign(n_tensors_, -1);
+    PlanBackwardGathers();
+    resharded_at_.assign(units_.size(), -1);
+    for (size_t u = 0; u < units_.size(); ++u)
+      if (!ShardUnit(static_cast<int>(u))) return false;
+    if (!PlaceForwardGathers() || !PlaceReduceScatters() || !RetargetViews()) return false;
+    MoveReaders();
+    InsertOps(g_, before_, after_);
+    return true;
+  }
+
+ private:
   // A unit's forward all-gather or reduce-scatter, placed once all are known.
   struct Collective {
     int at;  // the op index it goes before (gathers) or after (reduces)
@@ -402,106 +342,155 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
     Op op;
     int64_t flat_bytes = 0;  // the flat buffer the collective fills or reads
   };
-  std::vector<Collective> forward_gathers, reduces;
-  std::vector<int> resharded_at(units.size(), -1);
-  for (size_t u = 0; u < units.size(); ++u) {
-    Unit& unit = units[u];
-    const bool root = unit.name.empty();
-    const std::string label = root ? "root" : unit.name;
-    stats->units.push_back(unit.name);
-    Op gather;
-    gather.id = fmt::format("fsdp.{}.all_gather", label);
-    gather.type = "fsdp_all_gather";
-    gather.phase = Phase::kForward;
-    gather.scope = unit.name;
-    Op gather_bw = gather;
-    gather_bw.id += ".bw";
-    gather_bw.phase = Phase::kBackward;
-    Op reduce;
-    reduce.id = fmt::format("fsdp.{}.reduce_scatter", label);
-    reduce.type = "fsdp_reduce_scatter";
-    reduce.phase = Phase::kBackward;
-    reduce.scope = unit.name;
-    // Resharded units are gathered again at their pre-backward, whether the
-    // backward reads their parameters or not (an embedding's weight).
-    const bool reshard =
-        options.reshard_after_forward && !root && unit.first_forward >= 0 && unit.pre_backward >= 0;
-    int last_grad = -1;
+
+  // The collectives of the unit being sharded, filled parameter by parameter.
+  struct UnitOps {
+    Op gather, gather_bw, reduce;
     int64_t gather_flat = 0, reduce_flat = 0;
-    for (int p : unit.params) {
-      Tensor& param = g->tensors[p];
-      const Tensor full = param;
-      // Mixed precision: gathered, computed and reduced in narrower dtypes;
-      // the shards, their gradients and the optimizer keep the parameter's.
-      const DType compute = options.param_dtype.value_or(full.dtype);
-      const int64_t rows = full.shape.empty() ? 1 : full.shape[0].value;
-      const int64_t shard_rows = (rows + world - 1) / world;
-      const int64_t rest = rows > 0 ? full.numel / rows : 0;
-      if (full.shape.empty())
-        param.shape = {Dim{shard_rows, ""}};
-      else
-        param.shape[0] = Dim{shard_rows, ""};
-      for (size_t d = 1; d < param.shape.size(); ++d) param.shape[d].symbol.clear();
-      const int64_t padded_bytes = shard_rows * world * rest * DTypeSize(compute);
-      gather_flat += padded_bytes;
-      // The shard cast to the compute dtype, the all-gather's input.
-      const int64_t cast_bytes = compute == full.dtype ? 0 : shard_rows * rest * DTypeSize(compute);
-      gather.workspace_bytes += cast_bytes;
-      gather.inputs.push_back(p);
-      Tensor copy = full;
-      copy.dtype = compute;
-      copy.kind = TensorKind::kTemporary;
-      copy.id = full.id + ".unsharded";
-      copy.grad_of = -1;
-      copy.alias_of = -1;
-      unsharded[p] = AddTensor(g, copy, err);
-      if (unsharded[p] < 0) return false;
-      gather.outputs.push_back(unsharded[p]);
-      if (reshard) {
-        copy.id = full.id + ".unsharded.bw";
-        unsharded_bw[p] = AddTensor(g, copy, err);
-        if (unsharded_bw[p] < 0) return false;
-        gather_bw.inputs.push_back(p);
-        gather_bw.outputs.push_back(unsharded_bw[p]);
-        gather_bw.workspace_bytes += padded_bytes + cast_bytes;
-      }
-      if (grad[p] >= 0) {
-        const Tensor& gt = g->tensors[grad[p]];
-        reduce.inputs.push_back(grad[p]);
-        const DType reduce_dtype = options.reduce_dtype.value_or(gt.dtype);
-        reduce_flat += shard_rows * world * rest * DTypeSize(reduce_dtype);
-        last_grad = std::max(last_grad, gt.producer);
-        Tensor shard = g->tensors[p];  // the sharded shape
-        shard.id = gt.id + ".shard";
-        shard.kind = TensorKind::kGradient;
-        shard.dtype = options.param_dtype ? full.dtype : gt.dtype;
-        // Reduced in another dtype: its output, cast into the sharded gradient.
-        if (reduce_dtype != shard.dtype)
-          reduce.workspace_bytes += shard_rows * rest * DTypeSize(reduce_dtype);
-        shard.grad_of = p;
-        shard.alias_of = -1;
-        sharded_grad[grad[p]] = AddTensor(g, shard, err);
-        if (sharded_grad[grad[p]] < 0) return false;
-        reduce.outputs.push_back(sharded_grad[grad[p]]);
+    int last_grad = -1;  // the op making the unit's last gradient
+  };
+
+  // Every module in shard_modules scopes an op, and there are parameters.
+  bool CheckGraph() {
+    for (const std::string& m : options_.shard_modules) {
+      bool found = false;
+      for (const Op& op : g_->ops) found = found || InScope(op.scope, m);
+      if (!found) {
+        *err_ = fmt::format("--fsdp-modules: no op of the graph is scoped in module \"{}\"", m);
+        return false;
       }
     }
+    bool any_parameter = false;
+    for (size_t t = 0; t < n_tensors_; ++t)
+      any_parameter |= g_->tensors[t].kind == TensorKind::kParameter;
+    if (!any_parameter) {
+      *err_ = "the graph has no parameters to shard";
+      return false;
+    }
+    return true;
+  }
+
+  // MixedPrecisionPolicy(param_dtype): the forward runs on parameters and
+  // inputs cast to it, so every floating tensor the step makes has it.
+  void ApplyParamDtype() {
+    if (options_.param_dtype)
+      for (Tensor& t : g_->tensors)
+        if (!IsResident(t.kind) && IsFloating(t.dtype)) t.dtype = *options_.param_dtype;
+    stats_->param_dtype = options_.param_dtype ? DTypeName(*options_.param_dtype) : "";
+    stats_->reduce_dtype = options_.reduce_dtype ? DTypeName(*options_.reduce_dtype) : "";
+  }
+
+  // The units in the order of their first parameter, and the first forward
+  // and backward op reading each.
+  void FindUnits() {
+    ParallelOptions chosen = options_;
+    if (options_.shard_modules.empty() && options_.shard_depth == kAutoShardDepth)
+      chosen.shard_depth = AutoShardDepth(*g_);
+    const std::vector<std::string> unit_of = ParameterUnits(*g_, chosen);
+    std::map<std::string, int> unit_index;
+    for (size_t p = 0; p < n_tensors_; ++p) {
+      if (g_->tensors[p].kind != TensorKind::kParameter) continue;
+      auto [it, added] = unit_index.emplace(unit_of[p], static_cast<int>(units_.size()));
+      if (added) units_.push_back(Unit{unit_of[p], {}, -1, -1, -1});
+      units_[it->second].params.push_back(static_cast<int>(p));
+    }
+    unit_of_param_.assign(n_tensors_, -1);
+    for (size_t u = 0; u < units_.size(); ++u)
+      for (int p : units_[u].params) unit_of_param_[p] = static_cast<int>(u);
+    for (size_t o = 0; o < g_->ops.size(); ++o) {
+      const Op& op = g_->ops[o];
+      if (op.phase == Phase::kOptimizer) continue;
+      for (int t : op.inputs) {
+        const int u = unit_of_param_[g_->tensors[t].base];  // a parameter or a view of one
+        if (u < 0) continue;
+        int& first =
+            op.phase == Phase::kForward ? units_[u].first_forward : units_[u].first_backward;
+        if (first < 0) first = static_cast<int>(o);
+      }
+    }
+  }
+
+  // A unit's pre-backward hook runs once the gradient of its module's output
+  // is made: before the first backward op scoped in the module (the root's
+  // module is the model: every op but the loss's), at the latest at its first
+  // backward use of a parameter. There it gathers its parameters (when
+  // resharded) and prefetches the next unit's.
+  void FindPreBackward() {
+    for (size_t o = 0; o < g_->ops.size(); ++o) {
+      const Op& op = g_->ops[o];
+      if (op.phase != Phase::kBackward) continue;
+      for (Unit& unit : units_) {
+        const bool in =
+            unit.name.empty() ? !InScope(op.scope, "loss") : InScope(op.scope, unit.name);
+        if (unit.pre_backward < 0 && in) unit.pre_backward = static_cast<int>(o);
+      }
+    }
+    for (Unit& unit : units_)
+      if (unit.first_backward >= 0 &&
+          (unit.pre_backward < 0 || unit.pre_backward > unit.first_backward))
+        unit.pre_backward = unit.first_backward;
+  }
+
+  // The prefetch: units in the order their backward starts; each unit's
+  // parameters are gathered at the previous unit's pre-backward (the first
+  // unit's at its own).
+  void PlanBackwardGathers() {
+    std::vector<int> by_backward;
+    for (size_t u = 0; u < units_.size(); ++u)
+      if (units_[u].pre_backward >= 0) by_backward.push_back(static_cast<int>(u));
+    std::sort(by_backward.begin(), by_backward.end(),
+              [&](int a, int b) { return units_[a].pre_backward < units_[b].pre_backward; });
+    gather_bw_at_.assign(units_.size(), -1);
+    for (size_t k = 0; k < by_backward.size(); ++k)
+      gather_bw_at_[by_backward[k]] = units_[by_backward[k == 0 ? 0 : k - 1]].pre_backward;
+  }
+
+  UnitOps NewUnitOps(const Unit& unit, const std::string& label) const {
+    UnitOps ops;
+    ops.gather.id = fmt::format("fsdp.{}.all_gather", label);
+    ops.gather.type = "fsdp_all_gather";
+    ops.gather.phase = Phase::kForward;
+    ops.gather.scope = unit.name;
+    ops.gather_bw = ops.gather;
+    ops.gather_bw.id += ".bw";
+    ops.gather_bw.phase = Phase::kBackward;
+    ops.reduce.id = fmt::format("fsdp.{}.reduce_scatter", label);
+    ops.reduce.type = "fsdp_reduce_scatter";
+    ops.reduce.phase = Phase::kBackward;
+    ops.reduce.scope = unit.name;
+    return ops;
+  }
+
+  // Unit u's collectives and post-backward free.
+  bool ShardUnit(int u) {
+    const Unit& unit = units_[u];
+    const bool root = unit.name.empty();
+    const std::string label = root ? "root" : unit.name;
+    stats_->units.push_back(unit.name);
+    UnitOps ops = NewUnitOps(unit, label);
+    // Resharded units are gathered again at their pre-backward, whether the
+    // backward reads their parameters or not (an embedding's weight).
+    const bool reshard = options_.reshard_after_forward && !root && unit.first_forward >= 0 &&
+                         unit.pre_backward >= 0;
+    for (int p : unit.params)
+      if (!ShardParameter(p, reshard, &ops)) return false;
     // A unit no forward op reads is gathered at its first backward need.
     int at = root ? 0 : unit.first_forward;
     if (at < 0) {
       at = std::max(0, unit.first_backward);
-      gather.phase = unit.first_backward >= 0 ? Phase::kBackward : Phase::kForward;
+      ops.gather.phase = unit.first_backward >= 0 ? Phase::kBackward : Phase::kForward;
     }
-    if (gather.phase == Phase::kForward) {
-      forward_gathers.push_back({at, static_cast<int>(u), std::move(gather), gather_flat});
+    if (ops.gather.phase == Phase::kForward) {
+      forward_gathers_.push_back({at, u, std::move(ops.gather), ops.gather_flat});
     } else {
-      gather.workspace_bytes += gather_flat;
-      before[at].push_back(std::move(gather));
+      ops.gather.workspace_bytes += ops.gather_flat;
+      before_[at].push_back(std::move(ops.gather));
     }
     if (reshard) {
-      before[gather_bw_at[u]].push_back(std::move(gather_bw));
-      resharded_at[u] = gather_bw_at[u];
+      before_[gather_bw_at_[u]].push_back(std::move(ops.gather_bw));
+      resharded_at_[u] = gather_bw_at_[u];
     }
-    if (last_grad >= 0) {
+    if (ops.last_grad >= 0) {
       // The post-backward frees the unsharded parameters first (the module
       // holds them to there, whether the backward reads them or not: an
       // embedding's weight), then reduce-scatters.
@@ -510,157 +499,266 @@ bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::strin
       free.type = "fsdp_reshard";
       free.phase = Phase::kBackward;
       free.scope = unit.name;
-      for (int p : unit.params) free.inputs.push_back(reshard ? unsharded_bw[p] : unsharded[p]);
-      after[last_grad].push_back(std::move(free));
-      reduces.push_back({last_grad, static_cast<int>(u), std::move(reduce), reduce_flat});
+      for (int p : unit.params) free.inputs.push_back(reshard ? unsharded_bw_[p] : unsharded_[p]);
+      after_[ops.last_grad].push_back(std::move(free));
+      reduces_.push_back({ops.last_grad, u, std::move(ops.reduce), ops.reduce_flat});
     }
+    return true;
   }
+
+  // Shards parameter p on dim 0 and adds its unsharded copies (the forward's,
+  // and the backward's when resharded) and its sharded gradient to the unit's
+  // collectives.
+  bool ShardParameter(int p, bool reshard, UnitOps* ops) {
+    Tensor& param = g_->tensors[p];
+    const Tensor full = param;
+    // Mixed precision: gathered, computed and reduced in narrower dtypes;
+    // the shards, their gradients and the optimizer keep the parameter's.
+    const DType compute = options_.param_dtype.value_or(full.dtype);
+    const int64_t rows = full.shape.empty() ? 1 : full.shape[0].value;
+    const int64_t shard_rows = (rows + world_ - 1) / world_;
+    const int64_t rest = rows > 0 ? full.numel / rows : 0;
+    if (full.shape.empty())
+      param.shape = {Dim{shard_rows, ""}};
+    else
+      param.shape[0] = Dim{shard_rows, ""};
+    for (size_t d = 1; d < param.shape.size(); ++d) param.shape[d].symbol.clear();
+    const int64_t padded_bytes = shard_rows * world_ * rest * DTypeSize(compute);
+    ops->gather_flat += padded_bytes;
+    // The shard cast to the compute dtype, the all-gather's input.
+    const int64_t cast_bytes = compute == full.dtype ? 0 : shard_rows * rest * DTypeSize(compute);
+    ops->gather.workspace_bytes += cast_bytes;
+    ops->gather.inputs.push_back(p);
+    Tensor copy = full;
+    copy.dtype = compute;
+    copy.kind = TensorKind::kTemporary;
+    copy.id = full.id + ".unsharded";
+    copy.grad_of = -1;
+    copy.alias_of = -1;
+    unsharded_[p] = AddTensor(g_, copy, err_);
+    if (unsharded_[p] < 0) return false;
+    ops->gather.outputs.push_back(unsharded_[p]);
+    if (reshard) {
+      copy.id = full.id + ".unsharded.bw";
+      unsharded_bw_[p] = AddTensor(g_, copy, err_);
+      if (unsharded_bw_[p] < 0) return false;
+      ops->gather_bw.inputs.push_back(p);
+      ops->gather_bw.outputs.push_back(unsharded_bw_[p]);
+      ops->gather_bw.workspace_bytes += padded_bytes + cast_bytes;
+    }
+    if (grad_[p] < 0) return true;
+    const Tensor& gt = g_->tensors[grad_[p]];
+    ops->reduce.inputs.push_back(grad_[p]);
+    const DType reduce_dtype = options_.reduce_dtype.value_or(gt.dtype);
+    ops->reduce_flat += shard_rows * world_ * rest * DTypeSize(reduce_dtype);
+    ops->last_grad = std::max(ops->last_grad, gt.producer);
+    Tensor shard = g_->tensors[p];  // the sharded shape
+    shard.id = gt.id + ".shard";
+    shard.kind = TensorKind::kGradient;
+    shard.dtype = options_.param_dtype ? full.dtype : gt.dtype;
+    // Reduced in another dtype: its output, cast into the sharded gradient.
+    if (reduce_dtype != shard.dtype)
+      ops->reduce.workspace_bytes += shard_rows * rest * DTypeSize(reduce_dtype);
+    shard.grad_of = p;
+    shard.alias_of = -1;
+    sharded_grad_[grad_[p]] = AddTensor(g_, shard, err_);
+    if (sharded_grad_[grad_[p]] < 0) return false;
+    ops->reduce.outputs.push_back(sharded_grad_[grad_[p]]);
+    return true;
+  }
+
+  static bool ByPosition(const Collective& a, const Collective& b) { return a.at < b.at; }
+
   // Forward all-gathers, in order: the collective fills a flat buffer and the
   // copy-out splits it into the unsharded parameters. FSDP2 frees the flat
   // buffer at the next unit's forward all-gather (it defers the free for
-  // overlap), the last one when the root's forward returns: before the first
-  // "loss" op, else after the last forward op.
-  auto by_position = [](const Collective& a, const Collective& b) { return a.at < b.at; };
-  std::stable_sort(forward_gathers.begin(), forward_gathers.end(), by_position);
-  int flat_prev = -1;
-  for (Collective& fg : forward_gathers) {
-    const int flat_index = AddFlat(g, fg.op.id + "_output", fg.flat_bytes, err);
-    if (flat_index < 0) return false;
-    Op copy_out = fg.op;
-    copy_out.id += "_copy_out";
-    copy_out.type = "fsdp_all_gather_copy_out";
-    copy_out.workspace_bytes = 0;
-    copy_out.inputs = {flat_index};
-    fg.op.outputs = {flat_index};
-    before[fg.at].push_back(std::move(fg.op));
-    // Freed by an op of no module: a module wrapped in checkpoint() must not
-    // hold the previous unit's buffer as a saved input.
-    if (flat_prev >= 0) {
-      Op free;
-      const std::string& unit = units[fg.unit].name;
-      free.id = fmt::format("fsdp.{}.free_previous_all_gather", unit.empty() ? "root" : unit);
-      free.type = kFsdpFreeAllGatherOutput;
-      free.phase = Phase::kForward;
-      free.inputs = {flat_prev};
-      before[fg.at].push_back(std::move(free));
-    }
-    flat_prev = flat_index;
-    before[fg.at].push_back(std::move(copy_out));
-  }
-  if (flat_prev >= 0) {
-    int end = -1;
-    for (size_t o = 0; o < g->ops.size(); ++o) {
-      const Op& op = g->ops[o];
-      if (op.phase != Phase::kForward) continue;
-      if (InScope(op.scope, "loss")) {
-        end = static_cast<int>(o) - 1;
-        break;
+  // overlap), the last one when the root's forward returns.
+  bool PlaceForwardGathers() {
+    std::stable_sort(forward_gathers_.begin(), forward_gathers_.end(), ByPosition);
+    int flat_prev = -1;
+    for (Collective& fg : forward_gathers_) {
+      const int flat_index = AddFlat(g_, fg.op.id + "_output", fg.flat_bytes, err_);
+      if (flat_index < 0) return false;
+      Op copy_out = fg.op;
+      copy_out.id += "_copy_out";
+      copy_out.type = "fsdp_all_gather_copy_out";
+      copy_out.workspace_bytes = 0;
+      copy_out.inputs = {flat_index};
+      fg.op.outputs = {flat_index};
+      before_[fg.at].push_back(std::move(fg.op));
+      // Freed by an op of no module: a module wrapped in checkpoint() must not
+      // hold the previous unit's buffer as a saved input.
+      if (flat_prev >= 0) {
+        Op free;
+        const std::string& unit = units_[fg.unit].name;
+        free.id = fmt::format("fsdp.{}.free_previous_all_gather", unit.empty() ? "root" : unit);
+        free.type = kFsdpFreeAllGatherOutput;
+        free.phase = Phase::kForward;
+        free.inputs = {flat_prev};
+        before_[fg.at].push_back(std::move(free));
       }
+      flat_prev = flat_index;
+      before_[fg.at].push_back(std::move(copy_out));
+    }
+    if (flat_prev >= 0) {
+      Op post;
+      post.id = "fsdp.root.post_forward";
+      post.type = kFsdpPostForward;
+      post.phase = Phase::kForward;
+      post.inputs = {flat_prev};
+      const int end = LastModelForwardOp();
+      if (end < 0)
+        before_[0].push_back(std::move(post));
+      else
+        after_[end].push_back(std::move(post));
+    }
+    return true;
+  }
+
+  // Where the root's forward returns: the op before the first "loss" op,
+  // else the last forward op (-1: none).
+  int LastModelForwardOp() const {
+    int end = -1;
+    for (size_t o = 0; o < g_->ops.size(); ++o) {
+      const Op& op = g_->ops[o];
+      if (op.phase != Phase::kForward) continue;
+      if (InScope(op.scope, "loss")) return static_cast<int>(o) - 1;
       end = static_cast<int>(o);
     }
-    Op post;
-    post.id = "fsdp.root.post_forward";
-    post.type = kFsdpPostForward;
-    post.phase = Phase::kForward;
-    post.inputs = {flat_prev};
-    if (end < 0)
-      before[0].push_back(std::move(post));
-    else
-      after[end].push_back(std::move(post));
+    return end;
   }
+
   // Reduce-scatters, in order: the flat input the gradients are copied into
   // is held (FSDP2's reduce_scatter_states, one buffer by default) until the
   // next unit's post-backward frees it before its own, the last one to the
   // end of the backward.
-  std::stable_sort(reduces.begin(), reduces.end(), by_position);
-  int input_prev = -1;
-  for (Collective& rs : reduces) {
-    const int flat_index = AddFlat(g, rs.op.id + "_input", rs.flat_bytes, err);
-    if (flat_index < 0) return false;
-    if (input_prev >= 0) {
-      Op wait;
-      wait.id = rs.op.id + "_wait_previous";
-      wait.type = "fsdp_reduce_scatter_wait";
-      wait.phase = Phase::kBackward;
-      wait.scope = rs.op.scope;
-      wait.inputs = {input_prev};
-      after[rs.at].push_back(std::move(wait));
+  bool PlaceReduceScatters() {
+    std::stable_sort(reduces_.begin(), reduces_.end(), ByPosition);
+    int input_prev = -1;
+    for (Collective& rs : reduces_) {
+      const int flat_index = AddFlat(g_, rs.op.id + "_input", rs.flat_bytes, err_);
+      if (flat_index < 0) return false;
+      if (input_prev >= 0) {
+        Op wait;
+        wait.id = rs.op.id + "_wait_previous";
+        wait.type = "fsdp_reduce_scatter_wait";
+        wait.phase = Phase::kBackward;
+        wait.scope = rs.op.scope;
+        wait.inputs = {input_prev};
+        after_[rs.at].push_back(std::move(wait));
+      }
+      rs.op.outputs.push_back(flat_index);
+      input_prev = flat_index;
+      after_[rs.at].push_back(std::move(rs.op));
     }
-    rs.op.outputs.push_back(flat_index);
-    input_prev = flat_index;
-    after[rs.at].push_back(std::move(rs.op));
+    if (input_prev >= 0) {
+      int end = -1;
+      for (size_t o = 0; o < g_->ops.size(); ++o)
+        if (g_->ops[o].phase == Phase::kBackward) end = static_cast<int>(o);
+      Op post;
+      post.id = "fsdp.root.post_backward";
+      post.type = "fsdp_post_backward";
+      post.phase = Phase::kBackward;
+      post.inputs = {input_prev};
+      after_[end].push_back(std::move(post));
+    }
+    return true;
   }
-  if (input_prev >= 0) {
-    int end = -1;
-    for (size_t o = 0; o < g->ops.size(); ++o)
-      if (g->ops[o].phase == Phase::kBackward) end = static_cast<int>(o);
-    Op post;
-    post.id = "fsdp.root.post_backward";
-    post.type = "fsdp_post_backward";
-    post.phase = Phase::kBackward;
-    post.inputs = {input_prev};
-    after[end].push_back(std::move(post));
-  }
+
   // Views of a parameter made in the forward view its unsharded copy. With
   // resharding, the backward reads twins of them made from the copy gathered
   // again (autograd's saved views see the storage FSDP refills).
-  std::vector<int> twin(n_tensors, -1);
-  for (size_t o = 0; o < g->ops.size(); ++o) {
-    const Op& op = g->ops[o];
-    for (int v : op.outputs) {
-      Tensor& view = g->tensors[v];
-      const int p = view.base;
-      if (view.alias_of < 0 || p < 0 || unsharded[p] < 0) continue;
-      const bool backward = op.phase == Phase::kBackward;
-      const int copy = backward && unsharded_bw[p] >= 0 ? unsharded_bw[p] : unsharded[p];
-      if (view.alias_of == p) view.alias_of = copy;
-      const int u = unit_of_param[p];
-      if (backward || unsharded_bw[p] < 0 || resharded_at[u] < 0) continue;
-      Tensor bw = g->tensors[v];
-      bw.id += ".bw";
-      bw.alias_of = bw.alias_of == unsharded[p] ? unsharded_bw[p] : twin[bw.alias_of];
-      if (bw.alias_of < 0) continue;
-      const int source = bw.alias_of;
-      twin[v] = AddTensor(g, std::move(bw), err);
-      if (twin[v] < 0) return false;
-      Op make;
-      make.id = "fsdp.view." + g->tensors[twin[v]].id;
-      make.type = "view";
-      make.phase = Phase::kBackward;
-      make.scope = units[u].name;
-      make.inputs = {source};
-      make.outputs = {twin[v]};
-      before[resharded_at[u]].push_back(std::move(make));
+  bool RetargetViews() {
+    twin_.assign(n_tensors_, -1);
+    for (size_t o = 0; o < g_->ops.size(); ++o) {
+      const Op& op = g_->ops[o];
+      for (int v : op.outputs) {
+        Tensor& view = g_->tensors[v];
+        const int p = view.base;
+        if (view.alias_of < 0 || p < 0 || unsharded_[p] < 0) continue;
+        const bool backward = op.phase == Phase::kBackward;
+        const int copy = backward && unsharded_bw_[p] >= 0 ? unsharded_bw_[p] : unsharded_[p];
+        if (view.alias_of == p) view.alias_of = copy;
+        const int u = unit_of_param_[p];
+        if (backward || unsharded_bw_[p] < 0 || resharded_at_[u] < 0) continue;
+        if (!AddBackwardTwin(v, p, u)) return false;
+      }
     }
+    return true;
   }
+
+  // The backward's twin of forward view v of parameter p (unit u), made
+  // from its twin base at the unit's backward gather.
+  bool AddBackwardTwin(int v, int p, int u) {
+    Tensor bw = g_->tensors[v];
+    bw.id += ".bw";
+    bw.alias_of = bw.alias_of == unsharded_[p] ? unsharded_bw_[p] : twin_[bw.alias_of];
+    if (bw.alias_of < 0) return true;
+    const int source = bw.alias_of;
+    twin_[v] = AddTensor(g_, std::move(bw), err_);
+    if (twin_[v] < 0) return false;
+    Op make;
+    make.id = "fsdp.view." + g_->tensors[twin_[v]].id;
+    make.type = "view";
+    make.phase = Phase::kBackward;
+    make.scope = units_[u].name;
+    make.inputs = {source};
+    make.outputs = {twin_[v]};
+    before_[resharded_at_[u]].push_back(std::move(make));
+    return true;
+  }
+
   // Readers move to the unsharded copies (the backward's to the twins); the
   // optimizer to the sharded gradients and sharded state.
-  for (Op& op : g->ops) {
-    for (int& t : op.inputs) {
-      if (op.phase == Phase::kOptimizer) {
-        if (sharded_grad[t] >= 0) t = sharded_grad[t];
-        continue;
+  void MoveReaders() {
+    for (Op& op : g_->ops) {
+      for (int& t : op.inputs) {
+        if (op.phase == Phase::kOptimizer) {
+          if (sharded_grad_[t] >= 0) t = sharded_grad_[t];
+          continue;
+        }
+        if (op.phase == Phase::kBackward && t < static_cast<int>(n_tensors_) && twin_[t] >= 0) {
+          t = twin_[t];
+          continue;
+        }
+        if (unsharded_[t] < 0) continue;
+        t = op.phase == Phase::kBackward && unsharded_bw_[t] >= 0 ? unsharded_bw_[t]
+                                                                  : unsharded_[t];
       }
-      if (op.phase == Phase::kBackward && t < static_cast<int>(n_tensors) && twin[t] >= 0) {
-        t = twin[t];
-        continue;
+      if (op.phase == Phase::kOptimizer && !op.inputs.empty()) {
+        const Tensor& param = g_->tensors[op.inputs[0]];
+        for (int t : op.inputs) {
+          Tensor& s = g_->tensors[t];
+          if (s.kind != TensorKind::kOptimizerState) continue;
+          s.shape = param.shape;
+        }
       }
-      if (unsharded[t] < 0) continue;
-      t = op.phase == Phase::kBackward && unsharded_bw[t] >= 0 ? unsharded_bw[t] : unsharded[t];
     }
-    if (op.phase == Phase::kOptimizer && !op.inputs.empty()) {
-      const Tensor& param = g->tensors[op.inputs[0]];
-      for (int t : op.inputs) {
-        Tensor& s = g->tensors[t];
-        if (s.kind != TensorKind::kOptimizerState) continue;
-        s.shape = param.shape;
-      }
-    }
+    for (size_t p = 0; p < grad_.size(); ++p)
+      if (grad_[p] >= 0 && sharded_grad_[grad_[p]] >= 0) g_->tensors[grad_[p]].grad_of = -1;
   }
-  for (size_t p = 0; p < grad.size(); ++p)
-    if (grad[p] >= 0 && sharded_grad[grad[p]] >= 0) g->tensors[grad[p]].grad_of = -1;
-  InsertOps(g, before, after);
-  return true;
+
+  const ParallelOptions& options_;
+  const int64_t world_;
+  Graph* g_;
+  RankStats* stats_;
+  std::string* err_;
+  const size_t n_tensors_;  // before the rewrite adds any
+  std::vector<Unit> units_;
+  std::vector<int> unit_of_param_;  // by tensor: its unit, -1 for no parameter
+  std::vector<int> grad_;           // FinalParameterGradients
+  std::vector<std::vector<Op>> before_, after_;
+  // By tensor of the input graph: the unsharded copies of a parameter, the
+  // backward's when resharded, the sharded gradient of a gradient, the
+  // backward's twin of a forward view.
+  std::vector<int> unsharded_, unsharded_bw_, sharded_grad_, twin_;
+  std::vector<int> gather_bw_at_;  // by unit: the op index its backward gather goes before
+  std::vector<int> resharded_at_;  // by unit: the same, -1 when not resharded
+  std::vector<Collective> forward_gathers_, reduces_;
+};
+
+bool Fsdp(const ParallelOptions& options, Graph* g, RankStats* stats, std::string* err) {
+  return FsdpRewrite(options, g, stats, err).Run();
 }
 
 }  // namespace

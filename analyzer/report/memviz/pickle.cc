@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "analyzer/base/enum_table.h"
+
 namespace memplan::memviz {
 namespace {
 
@@ -421,31 +423,17 @@ const PickleValue* PickleValue::Find(std::string_view key) const {
   return nullptr;
 }
 
-const char* PickleKindName(PickleValue::Kind kind) {
-  switch (kind) {
-    case Kind::kNone:
-      return "None";
-    case Kind::kBool:
-      return "bool";
-    case Kind::kInt:
-      return "int";
-    case Kind::kFloat:
-      return "float";
-    case Kind::kString:
-      return "str";
-    case Kind::kBytes:
-      return "bytes";
-    case Kind::kList:
-      return "list";
-    case Kind::kTuple:
-      return "tuple";
-    case Kind::kDict:
-      return "dict";
-    case Kind::kSet:
-      return "set";
-  }
-  return "?";
-}
+namespace {
+
+constexpr EnumName<Kind> kKindNames[] = {
+    {Kind::kNone, "None"},  {Kind::kBool, "bool"},   {Kind::kInt, "int"},   {Kind::kFloat, "float"},
+    {Kind::kString, "str"}, {Kind::kBytes, "bytes"}, {Kind::kList, "list"}, {Kind::kTuple, "tuple"},
+    {Kind::kDict, "dict"},  {Kind::kSet, "set"},
+};
+
+}  // namespace
+
+const char* PickleKindName(PickleValue::Kind kind) { return NameOf(kKindNames, kind, "?"); }
 
 bool ParsePickle(std::string_view bytes, PickleDoc* doc, std::string* err) {
   doc->arena.clear();
