@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # Installs what memplan needs on Debian 12: the build (always) and the test
 # dependencies (with --test). Uses sudo when not root.
+#   install-deps.sh [--test [--no-venvs]]   --no-venvs: the packages, not the torch venvs
+#   install-deps.sh --venvs                 only the torch venvs (scripts/test.sh
+#                                           makes them while the build runs)
 set -euo pipefail
+apt=1 test=0 venvs=0
+case "${1:-}" in
+  --test) test=1 venvs=1; [[ "${2:-}" == --no-venvs ]] && venvs=0 ;;
+  --venvs) apt=0 venvs=1 ;;
+  "") ;;
+  *) echo "install-deps: unknown argument $1" >&2; exit 2 ;;
+esac
 packages=(build-essential cmake ninja-build nlohmann-json3-dev libcli11-dev libfmt-dev doctest-dev
           libonnx-dev libprotobuf-dev python3-venv)
-if [[ "${1:-}" == "--test" ]]; then
+if ((test)); then
   packages+=(python3 python3-jsonschema python3-torch python3-torchvision python3-networkx python3-onnx chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
+if ((apt && ${#missing[@]})); then
   sudo=""
   [[ $(id -u) -eq 0 ]] || sudo="sudo"
   $sudo apt-get update -qq
@@ -22,7 +32,7 @@ fi
 # end of the supported range (requirements/torch-*.txt, wheels for Python
 # 3.11; torch is a CUDA build that runs on the CPU): .venv has the oldest
 # releases memplan.torch is tested on and ruff, .venv-newest the newest.
-if [[ "${1:-}" == "--test" ]]; then
+if ((venvs)); then
   root="$(cd "$(dirname "$0")/.." && pwd)"
   py="${MEMPLAN_VENV_PYTHON:-python3.11}"
   make_venv() {  # make_venv DIR REQUIREMENTS

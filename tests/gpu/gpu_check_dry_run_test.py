@@ -16,6 +16,10 @@ of it but the GPU, on this machine, with the portable binary.
   header folders the GPU machine would get (MEMPLAN_HEADERS_DIR).
 
 Usage: gpu_check_dry_run_test.py --binary PORTABLE_MEMPLAN --torch-python PY [--skip-fallback]
+       gpu_check_dry_run_test.py --fallback-only
+CTest runs the two parts as two tests (--skip-fallback, which needs the
+portable build, and --fallback-only, which does not), so that the two builds
+can run side by side.
 """
 import argparse
 import json
@@ -202,17 +206,23 @@ def fallback_build(c, a, tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", required=True)
-    ap.add_argument("--torch-python", required=True)
-    ap.add_argument("--skip-fallback", action="store_true")
+    ap.add_argument("--binary")
+    ap.add_argument("--torch-python")
+    part = ap.add_mutually_exclusive_group()
+    part.add_argument("--skip-fallback", action="store_true")
+    part.add_argument("--fallback-only", action="store_true")
     a = ap.parse_args()
+    if not a.fallback_only and not (a.binary and a.torch_python):
+        ap.error("--binary and --torch-python are required (but with --fallback-only)")
     c = Checks()
-    c.check(os.access(a.binary, os.X_OK), "the portable binary exists", a.binary)
-    c.check(os.access(a.torch_python, os.X_OK), "the torch python exists", a.torch_python)
     with tempfile.TemporaryDirectory() as tmp:
-        full_names = full_run(c, a, tmp)
-        forced_stop(c, a, tmp)
-        short_deadline(c, a, tmp, full_names)
+        if not a.fallback_only:
+            c.check(os.access(a.binary, os.X_OK), "the portable binary exists", a.binary)
+            c.check(os.access(a.torch_python, os.X_OK), "the torch python exists",
+                    a.torch_python)
+            full_names = full_run(c, a, tmp)
+            forced_stop(c, a, tmp)
+            short_deadline(c, a, tmp, full_names)
         if not a.skip_fallback:
             fallback_build(c, a, tmp)
     return c.summary()
