@@ -29,32 +29,27 @@ struct AnalyzeFlags {
 };
 
 int RunAnalyze(const AnalyzeFlags& f) {
-  GraphLoadOptions options;
-  StepOptions optimizer;
+  BaselineInputs base;
   std::string err;
-  if (!ParseStepGraphFlags(f.common, f.optimizer, &options, &optimizer, &err)) return Error(err);
-  AccumulationMode mode;
-  if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
-  alloc::Config alloc_config;
-  if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
-    return Error("--alloc-conf: " + err);
+  if (!ParseBaselineFlags(f.common, f.optimizer, f.accumulation, f.alloc_conf, &base, &err))
+    return Error(err);
   Analysis a;
   if (!ResolveDeviceMemory(f.device, f.device_conf, &a.has_device, &a.device, &err))
     return Error(err);
   Progress progress(f.quiet);
   progress.Phase("loading");
   JointGraph jg;
-  bool loaded = LoadStepGraph(f.common.graph, options, optimizer, &jg, &err);
+  bool loaded = LoadStepGraph(f.common.graph, base.load, base.step, &jg, &err);
   progress.Clear();
   if (!loaded) return Error(err);
   PrintWarnings(jg.warnings);
   progress.Phase("analyzing");
-  bool analyzed = AnalyzeBaseline(jg.graph, mode, &a, &err);
+  bool analyzed = AnalyzeBaseline(jg.graph, base.mode, &a, &err);
   const auto reserved_start = std::chrono::steady_clock::now();
   analyzed = analyzed &&
              PredictBaselineReserved(
-                 jg.graph, alloc_config, f.alloc_conf, alloc::kDefaultReservedIterations, &a, &err,
-                 a.has_device ? alloc::LibraryWorkspaces(a.device) : std::vector<int64_t>{});
+                 jg.graph, base.alloc_config, f.alloc_conf, alloc::kDefaultReservedIterations, &a,
+                 &err, a.has_device ? alloc::LibraryWorkspaces(a.device) : std::vector<int64_t>{});
   if (analyzed && a.has_device)
     a.device_total = alloc::TotalOnDevice(a.device, a.reserved.reserved_peak_bytes);
   const std::chrono::duration<double> reserved_seconds =

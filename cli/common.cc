@@ -210,6 +210,21 @@ bool ParseStepGraphFlags(const CommonFlags& common, const StepFlags& step_flags,
   return ParseSets(common.sets, load, err) && ParseStepFlags(step_flags, step, err);
 }
 
+bool ParseBaselineFlags(const CommonFlags& common, const StepFlags& step_flags,
+                        const std::string& accumulation, const std::string& alloc_conf,
+                        BaselineInputs* out, std::string* err) {
+  if (!ParseStepGraphFlags(common, step_flags, &out->load, &out->step, err)) return false;
+  if (!ParseAccumulationMode(accumulation, &out->mode)) {
+    *err = "bad --accumulation";
+    return false;
+  }
+  if (!alloc::ParseAllocConf(alloc_conf, &out->alloc_config, err)) {
+    *err = "--alloc-conf: " + *err;
+    return false;
+  }
+  return true;
+}
+
 bool ResolveDeviceMemory(const std::string& name, const std::string& conf, bool* has_device,
                          alloc::DeviceMemory* out, std::string* err) {
   *has_device = !name.empty();

@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "analyzer/alloc/alloc_conf.h"
 #include "analyzer/alloc/device_memory.h"
 #include "analyzer/analysis.h"
 #include "analyzer/import/graph_json.h"
 #include "analyzer/lower/optimizer_state.h"
 #include "analyzer/lower/parallel/rank_step.h"
 #include "analyzer/plan/plan_document.h"
+#include "analyzer/sim/program.h"
 
 namespace memplan {
 
@@ -74,6 +76,20 @@ bool ParseStepFlags(const StepFlags& f, StepOptions* out, std::string* err);
 // step flags into *step (ParseSets, ParseStepFlags; the first error wins).
 bool ParseStepGraphFlags(const CommonFlags& common, const StepFlags& step_flags,
                          GraphLoadOptions* load, StepOptions* step, std::string* err);
+
+// The preamble of the commands that predict the baseline step (analyze,
+// report, snapshot, compare): ParseStepGraphFlags, then --accumulation ("bad
+// --accumulation"), then --alloc-conf ("--alloc-conf: <why>"); the first
+// error wins.
+struct BaselineInputs {
+  GraphLoadOptions load;
+  StepOptions step;
+  AccumulationMode mode = AccumulationMode::kInplace;
+  alloc::Config alloc_config;
+};
+bool ParseBaselineFlags(const CommonFlags& common, const StepFlags& step_flags,
+                        const std::string& accumulation, const std::string& alloc_conf,
+                        BaselineInputs* out, std::string* err);
 
 // --device NAME / --device-conf TEXT: the whole device's memory
 // (alloc/device_memory.h). An empty name is no device (*has_device false).

@@ -33,22 +33,17 @@ struct ReportFlags {
 
 // report --html: the page of analyzer/report/html/html_report.h for the baseline or a plan.
 int RunReport(const ReportFlags& f) {
-  GraphLoadOptions options;
-  StepOptions optimizer;
+  BaselineInputs base;
   std::string err;
-  if (!ParseStepGraphFlags(f.common, f.optimizer, &options, &optimizer, &err)) return Error(err);
-  AccumulationMode mode;
-  if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
-  alloc::Config alloc_config;
-  if (!alloc::ParseAllocConf(f.alloc_conf, &alloc_config, &err))
-    return Error("--alloc-conf: " + err);
+  if (!ParseBaselineFlags(f.common, f.optimizer, f.accumulation, f.alloc_conf, &base, &err))
+    return Error(err);
   alloc::DeviceMemory device;
   bool with_device = false;
   if (!ResolveDeviceMemory(f.device, f.device_conf, &with_device, &device, &err)) return Error(err);
   MeasuredProfile measured;
   if (!f.profile.empty() && !LoadProfileReport(f.profile, &measured, &err)) return Error(err);
   JointGraph jg;
-  if (!LoadStepGraph(f.common.graph, options, optimizer, &jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, base.load, base.step, &jg, &err)) return Error(err);
   std::vector<std::string> warnings = jg.warnings;
   Plan plan;
   Program program;
@@ -58,8 +53,8 @@ int RunReport(const ReportFlags& f) {
     program = plan.program;
     label = "plan " + f.plan;
   } else {
-    program = BuildBaselineProgram(jg.graph, mode);
-    label = std::string("baseline, gradient accumulation ") + AccumulationModeName(mode);
+    program = BuildBaselineProgram(jg.graph, base.mode);
+    label = std::string("baseline, gradient accumulation ") + AccumulationModeName(base.mode);
   }
   SimResult sim;
   if (!Simulate(jg.graph, program, SimOptions{}, &sim, &err))
@@ -83,7 +78,7 @@ int RunReport(const ReportFlags& f) {
   SimResult baseline_sim;
   if (!f.plan.empty()) {
     // The baseline program (--accumulation), drawn behind the plan's.
-    Program baseline = BuildBaselineProgram(jg.graph, mode);
+    Program baseline = BuildBaselineProgram(jg.graph, base.mode);
     SimOptions so;
     so.collect_live_at_peak = false;
     if (Simulate(jg.graph, baseline, so, &baseline_sim, &err))
@@ -96,7 +91,7 @@ int RunReport(const ReportFlags& f) {
   const std::vector<int64_t> workspaces =
       with_device ? alloc::LibraryWorkspaces(device) : std::vector<int64_t>{};
   if (!alloc::PredictReserved(IntervalsWithWorkspaces(jg.graph, program, sim, workspaces),
-                              static_cast<int>(program.steps.size()), alloc_config,
+                              static_cast<int>(program.steps.size()), base.alloc_config,
                               alloc::kDefaultReservedIterations, &reserved, &err, &trace))
     return Error(f.common.graph + ": " + err);
   in.reserved_during = memviz::ReservedDuringSteps(trace, static_cast<int>(program.steps.size()));

@@ -33,23 +33,19 @@ struct SnapshotFlags {
 // The predicted snapshot of the baseline, or of --plan's program.
 int Predict(const SnapshotFlags& f, JointGraph* jg, memviz::Snapshot* predicted,
             alloc::ReservedReport* report) {
-  GraphLoadOptions options;
-  StepOptions optimizer;
+  BaselineInputs base;
   std::string err;
-  if (!ParseStepGraphFlags(f.common, f.optimizer, &options, &optimizer, &err)) return Error(err);
-  AccumulationMode mode;
-  if (!ParseAccumulationMode(f.accumulation, &mode)) return Error("bad --accumulation");
-  alloc::Config config;
-  if (!alloc::ParseAllocConf(f.alloc_conf, &config, &err)) return Error("--alloc-conf: " + err);
+  if (!ParseBaselineFlags(f.common, f.optimizer, f.accumulation, f.alloc_conf, &base, &err))
+    return Error(err);
   if (f.iterations < 1 || f.iterations > 100)
     return Error(fmt::format("--iterations {}: expected 1 to 100", f.iterations));
-  if (!LoadStepGraph(f.common.graph, options, optimizer, jg, &err)) return Error(err);
+  if (!LoadStepGraph(f.common.graph, base.load, base.step, jg, &err)) return Error(err);
   PrintWarnings(jg->warnings);
   Program program;
   SimResult sim;
   if (f.plan.empty()) {
     Analysis a;
-    if (!AnalyzeBaseline(jg->graph, mode, &a, &err)) return Error(f.common.graph + ": " + err);
+    if (!AnalyzeBaseline(jg->graph, base.mode, &a, &err)) return Error(f.common.graph + ": " + err);
     program = std::move(a.program);
     sim = std::move(a.sim);
   } else {
@@ -61,8 +57,8 @@ int Predict(const SnapshotFlags& f, JointGraph* jg, memviz::Snapshot* predicted,
       return Error(f.plan + ": invalid program: " + err);
     program = std::move(plan.program);
   }
-  if (!memviz::PredictSnapshot(jg->graph, program, sim, config, f.alloc_conf, f.iterations,
-                               f.common.graph, predicted, report, &err))
+  if (!memviz::PredictSnapshot(jg->graph, program, sim, base.alloc_config, f.alloc_conf,
+                               f.iterations, f.common.graph, predicted, report, &err))
     return Error(f.common.graph + ": " + err);
   return kExitOk;
 }
@@ -176,7 +172,8 @@ void AddPredictionFlags(CLI::App* cmd, SnapshotFlags* f) {
   AddStepFlags(cmd, &f->optimizer);
   cmd->add_option("--plan", f->plan, "predict this plan's step program instead of the baseline");
   cmd->add_option("--accumulation", f->accumulation,
-                  "baseline gradient accumulation: inplace, outofplace, deferred")
+                  "baseline gradient accumulation: inplace, out_of_place, deferred")
+      ->check(CLI::IsMember({"inplace", "out_of_place", "deferred"}))
       ->capture_default_str();
   cmd->add_option("--alloc-conf", f->alloc_conf,
                   "PYTORCH_CUDA_ALLOC_CONF text, e.g. expandable_segments:True");

@@ -336,6 +336,11 @@ def test_plan(r):
     r.check("plan's snapshot names recomputations", len(recompute) > 0)
 
 
+ACCUMULATION_REFUSED = (
+    "memplan: error: --accumulation: outofplace not in {inplace,out_of_place,deferred} "
+    "(see memplan snapshot --help)\n")
+
+
 def test_bad_flags(r):
     rc, so, se = r.run("snapshot", GRAPH, "-o", r.path("x.pickle"), "--alloc-conf", "bogus:1")
     r.check("bad --alloc-conf: exit 2", rc == 2, describe(rc, so, se))
@@ -343,6 +348,15 @@ def test_bad_flags(r):
     rc, so, se = r.run("snapshot", GRAPH, "-o", r.path("x.pickle"), "--iterations", "0")
     r.check("--iterations 0: exact message",
             rc == 2 and se == "memplan: error: --iterations 0: expected 1 to 100\n", se)
+    # The accumulation names are analyze's: out_of_place (the help once said
+    # "outofplace", which was refused as "bad --accumulation").
+    rc, so, se = r.run("snapshot", GRAPH, "-o", r.path("x.pickle"), "--accumulation",
+                       "out_of_place")
+    r.check("--accumulation out_of_place: exit 0", rc == 0, describe(rc, so, se))
+    rc, so, se = r.run("snapshot", GRAPH, "-o", r.path("x.pickle"), "--accumulation",
+                       "outofplace")
+    r.check("--accumulation outofplace: CLI11 names the allowed values",
+            rc == 2 and se == ACCUMULATION_REFUSED, se)
     rc, so, se = r.run("compare", GRAPH, r.path("missing.pickle"))
     r.check("missing snapshot: exit 2", rc == 2, describe(rc, so, se))
 
