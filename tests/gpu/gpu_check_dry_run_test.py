@@ -189,11 +189,12 @@ def fallback_build(c, a, tmp):
     for d in ("nlohmann", "CLI", "fmt"):
         shutil.copytree(os.path.join("/usr/include", d), os.path.join(headers, d))
     out = os.path.join(tmp, "fallback")
-    # Two shared cores here (ctest -j2) where the GPU machine has sixteen: the
-    # build gets 15 minutes instead of 5.
-    env = dict(os.environ, JOBS="2", MEMPLAN_BUILD_TIMEOUT="900")
+    # Two shared cores here (ctest -j2, beside the portable build) where the GPU
+    # machine has sixteen: the build gets 1300 s instead of 300 (a fresh clone
+    # measured 903 s for this whole test on a loaded machine).
+    env = dict(os.environ, JOBS="2", MEMPLAN_BUILD_TIMEOUT="1300")
     p, secs = run(["--dry-run", "--no-torch", "--binary", "/nonexistent/memplan", "--headers",
-                   headers, "--out", out, "--deadline", "1200"], env=env, timeout=1300)
+                   headers, "--out", out, "--deadline", "1600"], env=env, timeout=1700)
     print(f"fallback dry run: exit {p.returncode} in {secs:.0f} s")
     c.check(p.returncode == 0, "fallback: exit 0", p.stderr[-3000:])
     doc = load_out(c, out, "fallback")
