@@ -4,6 +4,7 @@
 #include "analyzer/import/graph_json.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <string>
@@ -182,6 +183,34 @@ TEST_CASE("graph_json: source.target_device is cpu, cuda or absent") {
                          "tensors": [], "ops": []})",
                      "g.json", {}, &g, &err));
   CHECK(g.target_device.empty());
+}
+
+TEST_CASE("graph_json: source.compile names a torch.compile backend or is absent") {
+  auto with = [](const std::string& backend) {
+    return R"({"format": "memplan.graph/1", "source": {"framework": "pytorch", "compile": )" +
+           backend + R"(}, "tensors": [], "ops": []})";
+  };
+  CHECK(Err(with(R"("tvm")")) ==
+        "g.json: /source/compile: unknown torch.compile backend \"tvm\"; expected "
+        "\"aot_eager\" or \"inductor\"");
+  CHECK(Err(with("true")) ==
+        "g.json: /source/compile: unknown torch.compile backend true; expected \"aot_eager\" or "
+        "\"inductor\"");
+  for (const char* backend : {"aot_eager", "inductor"}) {
+    Graph g;
+    std::string err;
+    REQUIRE_MESSAGE(ParseGraph(with(fmt::format("\"{}\"", backend)), "g.json", {}, &g, &err), err);
+    CHECK(g.compile == backend);
+    Graph again;  // written back with the rest of the source object
+    REQUIRE_MESSAGE(ParseGraph(GraphToJson(g), "again.json", {}, &again, &err), err);
+    CHECK(again.compile == backend);
+  }
+  Graph eager;
+  std::string err;
+  REQUIRE(ParseGraph(R"({"format": "memplan.graph/1", "source": {"framework": "pytorch"},
+                         "tensors": [], "ops": []})",
+                     "g.json", {}, &eager, &err));
+  CHECK(eager.compile.empty());
 }
 
 TEST_CASE("graph_json: source.outputs_held is true, false or absent") {

@@ -207,6 +207,15 @@ class GraphParser {
           return r_.WrongType("/source/outputs_held", *held, "true or false");
         g_->outputs_held = held->get<bool>();
       }
+      auto compile = it->find("compile");
+      if (compile != it->end()) {
+        if (!compile->is_string() || (*compile != "aot_eager" && *compile != "inductor"))
+          return r_.Fail("/source/compile",
+                         fmt::format("unknown torch.compile backend {}; expected \"aot_eager\" "
+                                     "or \"inductor\"",
+                                     Found(*compile)));
+        g_->compile = compile->get<std::string>();
+      }
     }
     return true;
   }

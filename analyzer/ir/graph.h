@@ -131,6 +131,9 @@ struct Graph {
   // alive through the backward (true: the graph's outputs list it) or frees
   // it once the loss is computed (false); nullopt when the graph does not say.
   std::optional<bool> outputs_held;
+  // source.compile: the torch.compile backend the step runs under
+  // ("aot_eager" or "inductor"); "" for an eager step.
+  std::string compile;
   // source.warnings, in the file's order (see ExportWarningsInEffect).
   std::vector<ExportWarning> export_warnings;
   std::vector<std::pair<std::string, int64_t>> symbols;  // in declaration order

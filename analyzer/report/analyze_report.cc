@@ -56,6 +56,7 @@ nlohmann::ordered_json GraphReportJson(const JointGraph& jg) {
                               {"joint_ops", g.ops.size()},
                               {"joint_tensors", g.tensors.size()},
                               {"outputs_held", held}};  // null: the graph does not say
+  if (!g.compile.empty()) r["compile"] = g.compile;
   const parallel::RankStats& p = jg.parallel;
   if (p.strategy != parallel::Strategy::kNone) {
     nlohmann::ordered_json block = {{"strategy", parallel::StrategyName(p.strategy)},
@@ -91,8 +92,12 @@ std::string OutputsHeldPhrase(std::optional<bool> outputs_held) {
 }
 
 std::string LoopLine(const Graph& g) {
-  if (!g.outputs_held) return "";
-  return "  loop      " + OutputsHeldPhrase(g.outputs_held) + "\n";
+  std::string out;
+  if (!g.compile.empty())
+    out += "  compiled  torch.compile, backend " + g.compile +
+           " (source.compile): its forward and backward graphs as they run\n";
+  if (g.outputs_held) out += "  loop      " + OutputsHeldPhrase(g.outputs_held) + "\n";
+  return out;
 }
 
 std::string ParallelLine(const JointGraph& jg) {

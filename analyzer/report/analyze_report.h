@@ -17,7 +17,9 @@ nlohmann::ordered_json GraphReportJson(const JointGraph& jg);
 // The training-loop convention source.outputs_held states, e.g. "output held
 // through the backward (source.outputs_held)"; "" when the graph does not say.
 std::string OutputsHeldPhrase(std::optional<bool> outputs_held);
-// "  loop      <OutputsHeldPhrase>" with its newline; "" when not stated.
+// "  compiled  ..." when the step runs under torch.compile (source.compile),
+// then "  loop      <OutputsHeldPhrase>", each with its newline; "" when the
+// graph states neither.
 std::string LoopLine(const Graph& g);
 // "  rank      ..." for a rank's step (parallel/rank_step.h); "" otherwise.
 std::string ParallelLine(const JointGraph& jg);

@@ -9,6 +9,13 @@ In a training script::
     plan = memplan.torch.plan(model, (x,), budget="20GiB")
     plan.apply(model)       # torch.utils.checkpoint around the plan's modules
 
+Under torch.compile (docs/compile.md)::
+
+    est = memplan.torch.estimate(model, (x,), compile="aot_eager")
+    opts = memplan.torch.compile_options(model, (x,), "20GiB", backend="aot_eager")
+    opts.apply()            # before the compiled step first runs
+    step = torch.compile(model, backend="aot_eager")
+
 From the shell (the `memplan` command)::
 
     memplan export  MODEL --batch N [--input-shape 3,64,64] -o OUT.graph.json
@@ -71,6 +78,7 @@ from ._common import (
     default_partition,
     min_cut_rematerialization_partition,
 )
+from ._compile_plan import CompileOptions, CompilePlanner, compile_options
 from ._export import export, export_symbolic
 from ._graph import dumps, nbytes, validate
 from ._measure import measure, step_seconds
@@ -78,8 +86,11 @@ from ._prepare import cast_inputs, prepare_model
 from ._spec import example_inputs, load_model, loss_fn, make_target, step_loss
 
 __all__ = [
-    "DTYPE_SIZE", "RESIDENT", "SEED", "TORCH2", "Estimate", "ExportError", "MemplanError", "Plan",
-    "PlanError", "apply_plan", "cast_inputs", "default_partition", "dumps", "estimate",
+    "DTYPE_SIZE", "RESIDENT", "SEED", "TORCH2", "CompileOptions", "CompilePlanner", "Estimate",
+    "ExportError",
+    "MemplanError", "Plan",
+    "PlanError", "apply_plan", "cast_inputs", "compile_options", "default_partition", "dumps",
+    "estimate",
     "example_inputs",
     "export", "export_symbolic", "load_model", "loss_fn", "make_target", "measure",
     "min_cut_rematerialization_partition", "nbytes", "optimizer_name", "plan", "prepare_model",

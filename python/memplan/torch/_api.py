@@ -96,7 +96,8 @@ def _export_step(model: nn.Module, example_inputs: Inputs, loss_fn: Optional[Los
                  target: Optional[torch.Tensor], optimizer: Any, device: str,
                  alloc_conf: Optional[str], parallel: Optional[str], world_size: int,
                  extra_args: Sequence[str], autocast: Optional[str] = None,
-                 hold_outputs: bool = True) -> _Step:
+                 hold_outputs: bool = True, compile: Optional[str] = None,
+                 compile_config: Optional[Dict[str, Any]] = None) -> _Step:
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
     parallel = parallel or "none"
@@ -116,7 +117,8 @@ def _export_step(model: nn.Module, example_inputs: Inputs, loss_fn: Optional[Los
         target = target.to("meta") if isinstance(target, torch.Tensor) else target
     graph = export(model, inputs, target, name=type(model).__name__,
                    target_device="cpu" if device == "cpu" else "cuda", loss_fn=loss_fn,
-                   autocast=autocast, hold_outputs=hold_outputs)
+                   autocast=autocast, hold_outputs=hold_outputs, compile=compile,
+                   compile_config=compile_config)
     args = ["--optimizer", optimizer_name(optimizer)]
     if parallel != "none":
         args += ["--parallel", parallel, "--world-size", str(world_size)]
@@ -214,7 +216,9 @@ def estimate(model: nn.Module, example_inputs: Inputs, *, loss_fn: Optional[Loss
              target: Optional[torch.Tensor] = None, optimizer: Any = None, device: str = "cpu",
              alloc_conf: Optional[str] = None, parallel: Optional[str] = None,
              world_size: int = 1, extra_args: Sequence[str] = (),
-             autocast: Optional[str] = None, hold_outputs: bool = True) -> Estimate:
+             autocast: Optional[str] = None, hold_outputs: bool = True,
+             compile: Optional[str] = None,
+             compile_config: Optional[Dict[str, Any]] = None) -> Estimate:
     """Predicts the memory of one training step of `model` on `example_inputs`.
 
     The step: grads None, forward, loss, backward, then the optimizer step
@@ -233,10 +237,16 @@ def estimate(model: nn.Module, example_inputs: Inputs, *, loss_fn: Optional[Loss
     Precision, frozen weights, LoRA and gradient checkpointing are the
     model's own: set them on the model (or with prepare_model) first. The
     model is not changed and not moved; a model on the meta device is traced
-    without data.
+    without data. compile: "aot_eager" or "inductor": the step as
+    torch.compile(model, backend=compile) runs it (docs/compile.md: exact
+    for aot_eager; for inductor an upper estimate, since its fusion is not
+    modelled); the model must compile to one graph. compile_config:
+    torch._functorch.config values the compiled step is partitioned under
+    (activation_memory_budget, its solver, ...).
     """
     step = _export_step(model, example_inputs, loss_fn, target, optimizer, device, alloc_conf,
-                        parallel, world_size, extra_args, autocast, hold_outputs)
+                        parallel, world_size, extra_args, autocast, hold_outputs, compile,
+                        compile_config)
     device_args = ["--device", device] if device in GPU_PRESETS else []
     report, summary, _ = step.run("analyze", [*step.step_args, *device_args, "--top", "100"])
     return Estimate(step, report, summary)

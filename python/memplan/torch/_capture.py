@@ -327,26 +327,33 @@ def _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values)
             args = [fake.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor)
                     else a for a in args]
         try:
-            loss = compiled(*args)
-            loss.backward()
+            out = compiled(*args)
+            (out[0] if isinstance(out, (tuple, list)) else out).backward()
         except Exception as e:  # noqa: BLE001 - annotated and re-raised
             e.memplan_stack = list(recorder.stack)
             raise
 
 
 def capture(model, inputs, target, partition_fn=default_partition, record_inplace=True,
-            user_loss=None, autocast=None, hold_outputs=True):
+            user_loss=None, autocast=None, hold_outputs=True, decompositions=None,
+            dead_code=False, model_outputs=False):
     """Traces a copy of model + loss with aot_module. Returns ({"fw", "bw"}:
     (GraphModule, example args)), [(primal name, kind)]. target None: the
     loss is user_loss(output) and the step has no target input. autocast:
     the step under torch.autocast(dtype=autocast). hold_outputs: the model's
-    output tensors are tagged (meta[HELD_KEY]) as held through the backward."""
+    output tensors are tagged (meta[HELD_KEY]) as held through the backward.
+    decompositions: AOTAutograd's decomposition table (torch 2.x; inductor's
+    for a step compiled with it). dead_code: keep ops whose results nothing
+    reads (a compiled graph runs them; eager never does). model_outputs:
+    the traced step also returns the other output tensors of a model that
+    computes its own loss (WithLoss), as its compiled graph does."""
     if hold_outputs and not TORCH2:
         raise ValueError("hold_outputs needs torch 2.x (this is torch "
                          f"{torch.__version__}); export with hold_outputs=False "
                          "(--no-hold-outputs)")
     wrapped = WithLoss(copy.deepcopy(model), user_loss, has_target=target is not None,
-                       autocast=autocast, on_output=mark_held if hold_outputs else None)
+                       autocast=autocast, on_output=mark_held if hold_outputs else None,
+                       model_outputs=model_outputs)
     targets = [] if target is None else [target]
     unfrozen = _unfreeze_input_grad_modules(wrapped)
     # Scopes: the loss wrapper is "loss", the model's own code "", its
@@ -378,7 +385,7 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
                                               tie_weights=True)
 
         compiled = aot_function(step_fn, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
-                                partition_fn=partition_fn)
+                                partition_fn=partition_fn, decompositions=decompositions)
         args = [t for _, t in params + buffers] + list(inputs) + targets
     else:
         compiled = aot_module(wrapped, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
@@ -397,7 +404,8 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
         _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=True)
 
     for gm, _ in graphs.values():
-        remove_dead_code(gm)
+        if not dead_code:
+            remove_dead_code(gm)
 
     def strip(n):
         return n[len("model."):] if n.startswith("model.") else n

@@ -49,6 +49,10 @@ def _step_options(p):
                    "model(x); loss_fn(out, y).backward()`; default, never under-predicts "
                    "it); --no-hold-outputs: it drops the output once the loss is computed "
                    "(HF Trainer, Lightning)")
+    p.add_argument("--compile", choices=("aot_eager", "inductor"),
+                   help="the step under torch.compile(model, backend=...), forward and loss "
+                   "as one graph (docs/compile.md; torch 2.x; the model must compile to one "
+                   "graph)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -124,7 +128,11 @@ def _run_command(args):
                              "--device cpu")
         kw = {"target_device": "cpu" if args.device in ("cpu", "meta") else "cuda",
               "workspace": "measure" if args.measure_workspace else "rules",
-              "autocast": args.autocast, "hold_outputs": args.hold_outputs}
+              "autocast": args.autocast, "hold_outputs": args.hold_outputs,
+              "compile": args.compile}
+        if args.compile and args.partition != "default":
+            raise ValueError("--partition with --compile: the compiled step uses its "
+                             "backend's partitioner")
         if args.measure_times:
             if args.device != "cpu" or not args.static:
                 raise ValueError("--measure-times replays the step on this CPU at one size: it "
@@ -152,9 +160,9 @@ def _run_command(args):
         print(json.dumps({"output": args.output, "ops": len(graph["ops"]), "forward_ops": fw,
                           "tensors": len(graph["tensors"]), **stats}, indent=1))
         return 0
-    PROGRESS("measuring one eager step")
+    PROGRESS("measuring one " + ("compiled" if args.compile else "eager") + " step")
     report = measure(model, inputs, target, plan=args.plan, autocast=args.autocast,
-                     hold_outputs=args.hold_outputs)
+                     hold_outputs=args.hold_outputs, compile=args.compile)
     report = {"model": args.model, "batch": args.batch, **report}
     text = json.dumps(report, indent=1)
     print(text)

@@ -215,10 +215,14 @@ def _conv_groups(node):
 
 
 def convert(graphs, primals, name, style="joint", target_device="cpu", measure_workspace=True,
-            measure_times=False, outputs_held=None):
+            measure_times=False, outputs_held=None, compiled=None):
     """memplan.graph/1 of the captured graphs, and stats. outputs_held: the
     loop holds the model's output (the forward nodes tagged HELD_KEY join the
-    graph's outputs, alive to the end), drops it (False), or not stated (None)."""
+    graph's outputs, alive to the end), drops it (False), or not stated (None).
+    compiled: the torch.compile backend that runs the graphs ("aot_eager",
+    "inductor"): the graphs are written as they run, each value freed after
+    its last reader, without the passes that model eager's kernels and
+    autograd engine (hold_to_node_end, fuse_silu_backward, eager_cpu_dropout)."""
     fw_gm, fw_args = graphs["fw"]
     bw_gm, _ = graphs["bw"]
     fw_ph = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
@@ -265,7 +269,9 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
     fw_out_nodes = list(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0])
     # Buffers the forward updates (batch norm's running statistics, its
     # counter): eager writes them in place, so their new values are views.
-    updated = buffer_updates(fw_out_nodes[:n_mut], fw_ph)
+    # Compiled, they are new tensors the forward returns and its epilogue
+    # copies into the buffers (small: running statistics), not views.
+    updated = {} if compiled else buffer_updates(fw_out_nodes[:n_mut], fw_ph)
     fw_out_nodes = fw_out_nodes[n_mut:]
     bw_out_nodes = list(next(n for n in bw_gm.graph.nodes if n.op == "output").args[0])
 
@@ -274,7 +280,9 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
     storage_owner = {}  # storage ptr -> owning (non-alias) tensor id
     renames = {}        # fx Node -> preferred tensor id
 
-    user_ids = ["loss"] if n_user == 1 else [f"out{i}" for i in range(n_user)]
+    # The loss, then (a compiled model that computes its own loss) its other
+    # outputs, whose gradients are the zeros the compiled backward receives.
+    user_ids = ["loss"] + [f"out{i}" for i in range(1, n_user)]
     for node, uid in zip(fw_out_nodes[:n_user], user_ids):
         renames[node] = uid
     grad_of = {}
@@ -454,26 +462,37 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
             gid = uid + ".grad"
             gid = add_tensor(ph, gid, tv, "gradient")["id"]
             grad_flow.add(ph)
-            ops.append({"id": gid + ".seed", "type": "ones_like", "inputs": [uid],
-                        "outputs": [gid], "phase": "backward", "scope": "loss"})
+            if uid == "loss":
+                ops.append({"id": gid + ".seed", "type": "ones_like", "inputs": [uid],
+                            "outputs": [gid], "phase": "backward", "scope": "loss"})
+            else:
+                ops.append({"id": gid + ".seed", "type": "zeros", "inputs": [],
+                            "outputs": [gid], "phase": "backward", "scope": "loss"})
         emit(bw_gm, "backward")
+    # torch.autograd.backward holds the loss's seed gradient (its ones) until
+    # the backward returns. Compiled steps say so; eager exports keep their
+    # published figures (4 bytes under, docs/accuracy.md).
+    seed = ["loss.grad"] if compiled and style == "joint" and "loss.grad" in tensors else []
     stats["inplace_clones_hoisted"] = 0
     ops = hoist_inplace_clones(ops, tensors, overwritten, stats)
-    ops = fuse_silu_backward(ops, tensors, stats)
+    if not compiled:
+        ops = fuse_silu_backward(ops, tensors, stats)
     ops = sink_backward_views(ops, tensors)
-    if target_device == "cpu":
+    if target_device == "cpu" and not compiled:
         stats["dropout_noise_as_eager_cpu"] = eager_cpu_dropout(ops, tensors)
-    stats["held_to_node_end"] = hold_to_node_end(ops, tensors, autograd_node)
+    if not compiled:
+        stats["held_to_node_end"] = hold_to_node_end(ops, tensors, autograd_node)
     graph = {
         "format": "memplan.graph/1",
         "name": name,
         "source": {"framework": "pytorch", "version": torch.__version__,
                    "exporter": EXPORTER, "style": style,
-                   "target_device": target_device},
+                   "target_device": target_device,
+                   **({"compile": compiled} if compiled else {})},
         "symbols": {},
         "tensors": list(tensors.values()),
         "ops": ops,
-        "outputs": user_ids + held,
+        "outputs": user_ids[:1] + (user_ids[1:] if outputs_held else []) + held + seed,
     }
     if outputs_held is not None:
         graph["source"]["outputs_held"] = bool(outputs_held)

@@ -1,4 +1,6 @@
 """export() and export_symbolic(): a model's training step as a memplan.graph/1 dict."""
+import contextlib
+import copy
 import sys
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
@@ -6,6 +8,7 @@ import torch
 import torch.nn as nn
 
 from .. import symbolic
+from . import _compile as compiled_step
 from . import _workspace as workspace_rules
 from ._capture import capture
 from ._common import (
@@ -19,7 +22,7 @@ from ._convert import convert
 from ._graph import validate
 from ._prepare import cast_inputs
 from ._recompute import drop_gradients, inline_recompute
-from ._spec import example_inputs, has_seq, make_target
+from ._spec import WithLoss, example_inputs, has_seq, make_target
 
 
 def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor] = None,
@@ -28,7 +31,9 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
            workspace: str = "rules", times: bool = False,
            loss_fn: Optional[Callable[..., torch.Tensor]] = None,
            autocast: Optional[str] = None, hold_outputs: bool = True,
-           workspace_overrides: Optional[Dict[str, int]] = None) -> Any:
+           workspace_overrides: Optional[Dict[str, int]] = None,
+           compile: Optional[str] = None,
+           compile_config: Optional[Dict[str, Any]] = None) -> Any:
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
@@ -53,7 +58,12 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     (source.outputs_held). workspace_overrides: {op id: bytes} replacing
     those ops' scratch (workspace_source "override"; _workspace.py). Each op's
     workspace_source and the graph's source.workspace say where its scratch
-    came from."""
+    came from. compile: "aot_eager" or "inductor": the step as
+    torch.compile with that backend runs it, forward and loss as one graph
+    (_compile.py; partition_fn and record_inplace are then the backend's;
+    source.compile names it). compile_config: torch._functorch.config values
+    in force while the step is partitioned, as torch.compile would see them
+    (activation_memory_budget, activation_memory_budget_solver, ...)."""
     warn_untested("torch", torch.__version__, TESTED_TORCH)
     if "transformers" in sys.modules:
         warn_untested("transformers", sys.modules["transformers"].__version__,
@@ -75,17 +85,32 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
         else (example_inputs,)
     if target is None and loss_fn is None:
         target = make_target(model, inputs)
+    decompositions = None
+    if compile is not None:
+        partition_fn, decompositions = compiled_step.partition_for(compile)
+        record_inplace = False
+        PROGRESS("checking that torch.compile traces one graph")
+        step = WithLoss(copy.deepcopy(model), loss_fn, has_target=target is not None,
+                        autocast=autocast)
+        compiled_step.check_one_graph(step, list(inputs) + ([] if target is None else [target]))
     # A model and inputs on the meta device are traced without data (nothing
     # allocated, no kernel run). Tensors the model creates must follow its
     # inputs' device (torch.arange(n, device=x.device)): a device context
     # around AOT's trace loses the backward.
     PROGRESS("tracing (AOTAutograd)")
-    graphs, primals = capture(model, inputs, target, partition_fn, record_inplace,
-                              user_loss=loss_fn, autocast=autocast, hold_outputs=hold_outputs)
+    if compile_config and compile is None:
+        raise ValueError("compile_config needs compile= (aot_eager or inductor)")
+    compiling = compiled_step.compiling() if compile else contextlib.nullcontext()
+    with compiled_step.functorch_config(compile_config), compiling:
+        graphs, primals = capture(model, inputs, target, partition_fn, record_inplace,
+                                  user_loss=loss_fn, autocast=autocast,
+                                  hold_outputs=hold_outputs, decompositions=decompositions,
+                                  dead_code=compile is not None,
+                                  model_outputs=compile is not None)
     PROGRESS("converting")
     graph, stats = convert(graphs, primals, name, style, target_device,
                            measure_workspace=workspace == "measure", measure_times=times,
-                           outputs_held=hold_outputs)
+                           outputs_held=hold_outputs, compiled=compile)
     stats["input_grads_dropped_ops"] = drop_gradients(graph, graphs.get("unfrozen", []))
     regions = stats.pop("checkpoint_regions")
     stats["checkpoint_regions"] = len(set(regions.values()))

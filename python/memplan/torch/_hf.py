@@ -178,4 +178,10 @@ def build(spec: str, device: Optional[str] = None) -> nn.Module:
         raise ValueError(f"{type(config).__name__} has no {task} LM head in transformers "
                          f"{transformers.__version__} ({str(e).splitlines()[0]}); expected "
                          f"task= one of {', '.join(TASKS)}") from None
+    if task == "causal" and getattr(lm, "loss_type", "") is None:
+        # transformers 5 names the loss by the class name, which does not say
+        # ForCausalLM for some causal LMs (GPT2LMHeadModel): its fallback is the
+        # same loss, behind a logger.warning_once that torch.compile cannot
+        # trace (a graph break). Named, the step compiles as one graph.
+        lm.loss_type = "ForCausalLM"
     return HFModel(lm.float(), seq, task)

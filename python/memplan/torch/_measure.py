@@ -82,12 +82,15 @@ def step_seconds(model: nn.Module, inputs: Sequence[torch.Tensor], target: Optio
 def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor] = None,
             plan: Union[None, str, Dict[str, Any]] = None, threads: int = 1,
             loss_fn: Optional[Callable[..., torch.Tensor]] = None,
-            autocast: Optional[str] = None, hold_outputs: bool = True) -> Dict[str, Any]:
+            autocast: Optional[str] = None, hold_outputs: bool = True,
+            compile: Optional[str] = None) -> Dict[str, Any]:
     """Peak memory of one eager CPU training step (forward, loss, backward,
     .grad None before), after one unmeasured warm-up step. With `plan`, the
     plan's modules are checkpointed first (on the model itself). loss_fn,
     autocast and hold_outputs as in export(): with hold_outputs the step
-    keeps the model's output until its backward has run. Returns a
+    keeps the model's output until its backward has run. compile: the
+    step runs torch.compile(model, backend=compile) (the warm-up step
+    compiles; the plan, if any, is applied first). Returns a
     dict: peak_bytes = resident_bytes (parameters, buffers, inputs) + peak
     above the start of the step."""
     from torch.profiler import ProfilerActivity, profile
@@ -96,12 +99,13 @@ def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor
     if target is None and loss_fn is None:
         target = make_target(model, inputs)
     wrapped = apply_plan(model, plan) if plan is not None else []
+    run = model if compile is None else torch.compile(model, backend=compile)
     prev_threads = torch.get_num_threads()
     torch.set_num_threads(threads)  # fewer per-thread scratch buffers, stabler numbers
     try:
         def step():
             model.zero_grad(set_to_none=True)
-            out, loss = forward_and_loss(model, inputs, target, loss_fn, autocast)
+            out, loss = forward_and_loss(run, inputs, target, loss_fn, autocast)
             if not hold_outputs:
                 del out
                 out = None
@@ -133,6 +137,7 @@ def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor
         "checkpointed_modules": wrapped,
         "outputs_held": hold_outputs,
         "autocast": autocast,
+        "compile": compile,
         "peak_op_stack": stack,
         "memory_events": n_events,
         "event_tree_peak_above_start": tree_peak,

@@ -4,7 +4,7 @@ import copy
 import importlib
 import inspect
 from types import ModuleType
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -155,11 +155,16 @@ class WithLoss(nn.Module):
     """model + loss as one module, so the loss is inside the traced graph.
     forward(*inputs, target) or, with has_target False, forward(*inputs).
     on_output(output) is called with the model's output (the exporter marks
-    what a loop that holds it keeps alive), on_loss(loss) with the loss."""
+    what a loop that holds it keeps alive), on_loss(loss) with the loss.
+    model_outputs: also return the model's other output tensors that require
+    grad, after the loss (a model that computes its own loss, compiled: its
+    compiled graph returns them too, and their unused gradients are zeros
+    the compiled backward receives)."""
 
     def __init__(self, model, user_loss=None, has_target=True, autocast=None, on_output=None,
-                 on_loss=None):
+                 on_loss=None, model_outputs=False):
         super().__init__()
+        self.model_outputs = model_outputs
         self.on_loss = on_loss
         self.model = model
         self.user_loss = user_loss
@@ -177,4 +182,18 @@ class WithLoss(nn.Module):
             self.on_output(out)
         if self.on_loss is not None:
             self.on_loss(loss)
+        if self.model_outputs and getattr(self.model, "memplan_returns_loss", False):
+            extra = [t for t in _output_tensors(out) if t is not loss and t.requires_grad]
+            return (loss, *extra)
         return loss
+
+
+def _output_tensors(x: Any) -> List[torch.Tensor]:
+    """The tensors of a model output (tensor, sequence or dict/ModelOutput)."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for e in x for t in _output_tensors(e)]
+    if isinstance(x, dict):
+        return [t for e in x.values() for t in _output_tensors(e)]
+    return []
