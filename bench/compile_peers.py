@@ -24,12 +24,9 @@ Usage: .venv-newest/bin/python bench/compile_peers.py [--memplan PATH]
        bench/compile_peers.py --render
 """
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -212,13 +209,14 @@ def render(doc):
             lines += [f"## {r['model']}, {r['backend']}: failed", "", r["failed"], ""]
             continue
         s = summarize(r)
+        rises = ", ".join(f"{k} {v}" for k, v in s["torch_rises"].items())
         e, d = r["eager"], r["compiled_default"]
         lines += [f"## {r['model']} ({r['spec']}, batch {r['batch']}), {r['backend']}", "",
                   f"Eager {_mib(e['peak_bytes'])} MiB, {e['step_s']:.3f} s; compiled at torch's "
                   f"defaults {_mib(d['peak_bytes'])} MiB (memplan predicts "
                   f"{_mib(r['default_predicted_bytes'])}), {d['step_s']:.3f} s.", "",
-                  f"Summary: torch's peak rises as its knob falls {s['torch_rises']} times "
-                  f"(by solver); memplan's measured peaks monotone: "
+                  f"Summary: torch's peak rises as its knob falls ({rises} times, by solver); "
+                  "memplan's measured peaks monotone: "
                   f"{'yes' if s['memplan_monotone'] else '**no**'}; memplan measured over a "
                   f"budget it said fits: {s['memplan_over_budget']}; torch rows where memplan's "
                   f"plan at that peak measured higher: {s['memplan_higher_peak_than_torch']} of "
@@ -265,23 +263,8 @@ def main():
             doc = json.load(f)
     else:
         os.environ.setdefault("MEMPLAN_BINARY", os.path.abspath(args.memplan))
-        import torch
-        import torch._functorch.config
-        import torch._inductor.config
-        torch.set_num_threads(1)
-        torch._functorch.config.enable_autograd_cache = False
-        torch._inductor.config.fx_graph_cache = False
-        torch._inductor.config.compile_threads = 1
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "-uno"],
-                               capture_output=True, text=True).stdout.strip()
-        doc = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python "
-                          f"{platform.python_version()}", "torch": torch.__version__,
-               "solvers": solvers(),
-               "commit": commit + (" (tracked files modified)" if dirty else ""),
-               "command": "bench/compile_peers.py " + " ".join(sys.argv[1:]), "rows": []}
+        from compile_predict import run_header
+        doc = run_header("bench/compile_peers.py", solvers=solvers())
         start = time.time()
         for backend in args.backends.split(","):
             for name in args.models.split(","):

@@ -133,6 +133,29 @@ def tables(doc):
     return "\n".join(lines)
 
 
+def run_header(script, **extra):
+    """Sets torch up for a compile bench (one thread, no AOTAutograd or FX graph
+    caches, no compile workers: 2 shared cores) and returns the run's
+    provenance: date, machine, torch, commit, command, `extra`, rows []."""
+    import torch
+    import torch._functorch.config
+    import torch._inductor.config
+    torch.set_num_threads(1)
+    torch._functorch.config.enable_autograd_cache = False
+    torch._inductor.config.fx_graph_cache = False
+    torch._inductor.config.compile_threads = 1
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "-uno"],
+                           capture_output=True, text=True).stdout.strip()
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python "
+                       f"{platform.python_version()}",
+            "torch": torch.__version__, **extra,
+            "commit": commit + (" (tracked files modified)" if dirty else ""),
+            "command": script + " " + " ".join(sys.argv[1:]), "rows": []}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
@@ -146,28 +169,12 @@ def main():
         with open(args.json) as f:
             doc = json.load(f)
     else:
-        import torch
-        import torch._functorch.config
-        import torch._inductor.config
-        torch.set_num_threads(1)
-        torch._functorch.config.enable_autograd_cache = False
-        torch._inductor.config.fx_graph_cache = False
-        torch._inductor.config.compile_threads = 1  # 2 shared cores: no worker pool
         try:
             import transformers
             tv = transformers.__version__
         except ImportError:
             tv = "not installed"
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "-uno"],
-                               capture_output=True, text=True).stdout.strip()
-        doc = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python "
-                          f"{platform.python_version()}",
-               "torch": torch.__version__, "transformers": tv,
-               "commit": commit + (" (tracked files modified)" if dirty else ""),
-               "command": "bench/compile_predict.py " + " ".join(sys.argv[1:]), "rows": []}
+        doc = run_header("bench/compile_predict.py", transformers=tv)
         start = time.time()
         for backend in args.backends.split(","):
             for name in args.models.split(","):

@@ -26,7 +26,7 @@ from ._common import (
     default_partition,
     make_boxed_func,
 )
-from ._spec import WithLoss
+from ._spec import WithLoss, _output_tensors
 
 
 def _mutated_arg(target):
@@ -166,7 +166,7 @@ class ScopeRecorder:
 
     def _walk(self, tensors):
         """Untagged autograd nodes reachable from `tensors` (stops at tagged ones)."""
-        seen, todo = set(), [t.grad_fn for t in _flat_tensors(tensors)]
+        seen, todo = set(), [t.grad_fn for t in _output_tensors(tensors)]
         while todo:
             fn = todo.pop()
             if (fn is None or fn in seen or fn in self.tagged
@@ -270,16 +270,6 @@ def held_tensors(x, depth=0, seen=None):
     else:
         return []
     return [t for e in items for t in held_tensors(e, depth + 1, seen)]
-
-
-def _flat_tensors(x):
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (list, tuple)):
-        return [t for e in x for t in _flat_tensors(e)]
-    if isinstance(x, dict):
-        return [t for e in x.values() for t in _flat_tensors(e)]
-    return []
 
 
 def _named(module, what):
