@@ -103,6 +103,20 @@ def plan_checks(check, quick):
               "MemplanKnapsackSolver")
 
 
+def batch_norm_plan_checks(check):
+    """A model with batch norm: a cut may save a running statistic the forward
+    then updates (the capture's identity hooks on saved tensors)."""
+    spec = "models:res_cnn"
+    model, inputs, target = setup(spec, 8)
+    planner = mt.CompilePlanner(model, inputs, backend="aot_eager", target=target,
+                                hold_outputs=False)
+    opts = planner.options(int(0.9 * planner.default_peak))
+    got = measured(spec, inputs, target, "aot_eager", False, opts.functorch_config)
+    check(f"CompilePlanner(aot_eager, res_cnn, 90%): the planned step's predicted peak is the "
+          f"measured one ({opts.peak_bytes} vs {got})", opts.peak_bytes == got and
+          opts.peak_bytes < planner.default_peak, repr(opts))
+
+
 def inductor_plan_checks(check):
     spec, batch = "models:gpt_small", 8
     model, inputs, target = setup(spec, batch)
@@ -215,6 +229,7 @@ def main():
     plan_checks(check, args.quick)
     if not args.quick:
         prediction_checks(check, "inductor", cases[:1], INDUCTOR_TOLERANCE)
+        batch_norm_plan_checks(check)
         inductor_plan_checks(check)
         error_checks(check)
         cli_checks(check, args.memplan)

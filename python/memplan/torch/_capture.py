@@ -302,11 +302,14 @@ def mark_held(output):
             proxy.node.meta[HELD_KEY] = True
 
 
-def _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values):
+def _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values,
+           identity_saved=False):
     """One forward and backward of the AOT-compiled step (the compilers
     record the graphs). real_values: data-dependent values from the real
     tensors (_real_values). A data-dependent error carries the module stack
-    it happened in (memplan_stack)."""
+    it happened in (memplan_stack). identity_saved: what the step saves goes
+    through identity hooks (a compiled step's partition may save a buffer
+    the forward then updates)."""
     torch.manual_seed(SEED + 3)
     recorder = ScopeRecorder(wrapped, names, record_inplace)
     wrapped.on_loss = recorder.hook_all
@@ -317,7 +320,15 @@ def _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values)
             args = [fake.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor)
                     else a for a in args]
         try:
-            out = compiled(*args)
+            # Identity hooks on what the step saves: a buffer the forward
+            # updates (batch norm's running statistics, written back after
+            # the graph) may be saved for a backward that recomputes from it,
+            # which autograd's version check would refuse. Only the graphs
+            # are wanted here, not the gradients.
+            hooks = (torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+                     if identity_saved else contextlib.nullcontext())
+            with hooks:
+                out = compiled(*args)
             (out[0] if isinstance(out, (tuple, list)) else out).backward()
         except Exception as e:  # noqa: BLE001 - annotated and re-raised
             e.memplan_stack = list(recorder.stack)
@@ -334,7 +345,8 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
     output tensors are tagged (meta[HELD_KEY]) as held through the backward.
     decompositions: AOTAutograd's decomposition table (torch 2.x; inductor's
     for a step compiled with it). dead_code: keep ops whose results nothing
-    reads (a compiled graph runs them; eager never does). model_outputs:
+    reads (a compiled graph runs them; eager never does; also: what the step
+    saves goes through identity hooks, see _trace). model_outputs:
     the traced step also returns the other output tensors of a model that
     computes its own loss (WithLoss), as its compiled graph does."""
     if hold_outputs and not TORCH2:
@@ -384,14 +396,16 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
         params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
     on_meta = inputs[0].is_meta
     try:
-        _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=False)
+        _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=False,
+               identity_saved=dead_code)
     except Exception as e:  # noqa: BLE001 - only data-dependent ops are handled
         if not data_dependent(e):
             raise
         if on_meta:
             raise ExportError(data_dependent_message(e, e.memplan_stack)) from None
         # Traced again with the real values behind the fake tensors.
-        _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=True)
+        _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=True,
+               identity_saved=dead_code)
 
     for gm, _ in graphs.values():
         if not dead_code:
