@@ -16,8 +16,9 @@ A *peak* is memplan.torch.measure(compile=...): a fresh torch.compile of a
 fresh model, one warm-up step that compiles, one step under torch.profiler
 memory events, one intra-op thread. A *step time* is the median of 3 steps
 after that (grads None, forward, loss, backward). The loss is inside the
-compiled graph (bench/peers_lib.LossStep: forward and loss as one module),
-the output dropped once the loss is computed, as memplan plans it.
+compiled graph (bench/peers_lib.LossStep: forward and loss as one module; a
+transformers model computes its own and is compiled as it is, returning its
+logits too), the output dropped once the loss is computed, as memplan plans it.
 
 Usage: .venv-newest/bin/python bench/compile_peers.py [--memplan PATH]
        [--models a,b] [--backends aot_eager,inductor] [--json OUT] [--md OUT]
@@ -78,7 +79,9 @@ class Step:
         with `backend` under torch._functorch.config `config`."""
         torch = self.torch
         torch._dynamo.reset()
-        model = self.pl.LossStep(self.mt.load_model(self.spec))
+        model = self.mt.load_model(self.spec)
+        if not getattr(model, "memplan_returns_loss", False):
+            model = self.pl.LossStep(model)  # its loss inside the compiled graph
         if backend:
             model = torch.compile(model, backend=backend)
         with torch._functorch.config.patch(**(config or {})):
@@ -198,7 +201,8 @@ def render(doc):
              f"`{doc['command']}` ({doc['seconds']:.0f} s). Raw data: "
              "`bench/results/compile_peers.json`.", "",
              "Peaks: `memplan.torch.measure(compile=...)` (torch.profiler memory events, one "
-             "thread, after the compiling step) of forward and loss compiled as one module, "
+             "thread, after the compiling step) of forward and loss compiled as one module "
+             "(a transformers model, which computes its own loss, compiled as it is), "
              "output dropped. Step s: median of 3 steps; the machine is shared (2 cores), "
              "single figures move by about ±10%. *torch*: activation_memory_budget = knob "
              "with that solver. *memplan*: `CompilePlanner.options(budget)` at each peak "

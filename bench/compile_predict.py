@@ -103,34 +103,33 @@ def render(doc):
 
 
 def tables(doc):
-    """Per backend: the largest error and one row per model and convention
-    (docs/compile.md shows this part, scripts/docs_tables.py)."""
-    lines = []
+    """One table, a row per backend, model and convention, then each backend's
+    largest error (docs/compile.md shows this part, scripts/docs_tables.py)."""
+    lines = ["| backend | model | held out | batch | output held | predicted MiB | "
+             "measured MiB | error | error bytes | export s |",
+             "|---|---|:---:|---:|:---:|---:|---:|---:|---:|---:|"]
+    notes = []
     for backend in BACKENDS:
         rows = [r for r in doc["rows"] if r["backend"] == backend]
         if not rows:
             continue
+        for r in rows:
+            head = (f"| {backend} | {r['model']} | {'yes' if r['held_out'] else 'no'} | "
+                    f"{r.get('batch', '')} | {'yes' if r['outputs_held'] else 'no'} | ")
+            if "failed" in r:
+                lines.append(head + f"failed: {r['failed']} | | | | |")
+                continue
+            lines.append(head + f"{r['predicted_bytes'] / 2**20:.2f} | "
+                         f"{r['measured_bytes'] / 2**20:.2f} | {100 * r['error']:+.3f}% | "
+                         f"{r['predicted_bytes'] - r['measured_bytes']:+,} | "
+                         f"{r['export_s']:.1f} |")
         errs = [abs(r["error"]) for r in rows if "error" in r]
         held_out = [abs(r["error"]) for r in rows if r["held_out"] and "error" in r]
-        lines += [f"**{backend}**: {len(errs)} steps; largest |error| {100 * max(errs):.3f}%; "
-                  f"held-out models only: {100 * max(held_out or [0]):.3f}%; "
-                  f"{sum(1 for r in rows if 'failed' in r)} failed.", "",
-                  "| model | held out | batch | output held | predicted MiB | measured MiB | "
-                  "error | error bytes | export s |",
-                  "|---|:---:|---:|:---:|---:|---:|---:|---:|---:|"]
-        for r in rows:
-            if "failed" in r:
-                lines.append(f"| {r['model']} | {'yes' if r['held_out'] else 'no'} | | "
-                             f"{'yes' if r['outputs_held'] else 'no'} | failed: {r['failed']} "
-                             "| | | | |")
-                continue
-            lines.append(f"| {r['model']} | {'yes' if r['held_out'] else 'no'} | {r['batch']} | "
-                         f"{'yes' if r['outputs_held'] else 'no'} | "
-                         f"{r['predicted_bytes'] / 2**20:.2f} | {r['measured_bytes'] / 2**20:.2f} "
-                         f"| {100 * r['error']:+.3f}% | "
-                         f"{r['predicted_bytes'] - r['measured_bytes']:+,} | {r['export_s']:.1f} |")
-        lines.append("")
-    return "\n".join(lines)
+        notes.append(f"**{backend}**: {len(errs)} steps; largest |error| "
+                     f"{100 * max(errs or [0]):.3f}%; held-out models only: "
+                     f"{100 * max(held_out or [0]):.3f}%; "
+                     f"{sum(1 for r in rows if 'failed' in r)} failed.")
+    return "\n".join(lines + [""] + notes) + "\n"
 
 
 def run_header(script, **extra):

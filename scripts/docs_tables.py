@@ -507,6 +507,19 @@ def peers_over_budget():
         f"{NA if slack is None else pct(slack, 1, False)}."]
 
 
+@generator("compile_predict.json")
+def compile_predict():
+    """torch.compile steps predicted against measured ones (bench/compile_predict.py)."""
+    text = bench_module("compile_predict").tables(load("compile_predict.json"))
+    return text.rstrip("\n").split("\n")
+
+
+@generator("compile_peers.json")
+def compile_peers():
+    """memplan's compiled plans beside torch's solvers (bench/compile_peers.py)."""
+    return bench_module("compile_peers").summary_table(load("compile_peers.json")).split("\n")
+
+
 # --- the machinery ----------------------------------------------------------------------
 
 def pages():
