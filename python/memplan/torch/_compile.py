@@ -12,10 +12,11 @@ fx code of a boxed graph does), without the passes that model eager:
   exported graph is the step the backend runs, op for op.
 * "inductor": inductor's partition function (its joint-graph passes, then
   the min-cut partitioner with compiler="inductor") over inductor's
-  decompositions. Inductor then fuses the graphs into kernels and reuses
-  buffers, which the export does not see: the forward-to-backward saved set
-  is inductor's, the temporaries inside each graph are the unfused ones, so
-  the prediction is an upper estimate (docs/compile.md states how far).
+  decompositions. Inductor then fuses the graphs into kernels, reuses
+  buffers and may change layouts, which the export does not see: the
+  forward-to-backward saved set is inductor's, the temporaries inside each
+  graph are the unfused ones, so the prediction is an estimate, over or
+  under the measured peak (docs/compile.md states how far).
 
 Both read torch._functorch.config at trace time, as torch.compile does
 (activation_memory_budget and its solver included).

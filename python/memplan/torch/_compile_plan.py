@@ -31,8 +31,9 @@ cut re-solved with some nodes allowed), not every recompute set memplan's
 own planner could choose; the path is one order, so a cheaper point off the
 path is missed; the names of the planned nodes must match the graph
 torch.compile traces (the loss's nodes are absent when only the model is
-compiled, and are skipped); inductor's fusion is not modelled, so its
-predicted peaks are upper estimates (docs/compile.md).
+compiled, and are skipped); inductor's fusion and layout changes are not
+modelled, so its predicted peaks are estimates, over or under the measured
+ones (docs/compile.md), and so are its plans' fits.
 """
 import hashlib
 import json
