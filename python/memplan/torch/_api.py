@@ -97,7 +97,8 @@ def _export_step(model: nn.Module, example_inputs: Inputs, loss_fn: Optional[Los
                  alloc_conf: Optional[str], parallel: Optional[str], world_size: int,
                  extra_args: Sequence[str], autocast: Optional[str] = None,
                  hold_outputs: bool = True, compile: Optional[str] = None,
-                 compile_config: Optional[Dict[str, Any]] = None) -> _Step:
+                 compile_config: Optional[Dict[str, Any]] = None,
+                 check_graph_breaks: bool = True) -> _Step:
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
     parallel = parallel or "none"
@@ -118,7 +119,7 @@ def _export_step(model: nn.Module, example_inputs: Inputs, loss_fn: Optional[Los
     graph = export(model, inputs, target, name=type(model).__name__,
                    target_device="cpu" if device == "cpu" else "cuda", loss_fn=loss_fn,
                    autocast=autocast, hold_outputs=hold_outputs, compile=compile,
-                   compile_config=compile_config)
+                   compile_config=compile_config, check_graph_breaks=check_graph_breaks)
     args = ["--optimizer", optimizer_name(optimizer)]
     if parallel != "none":
         args += ["--parallel", parallel, "--world-size", str(world_size)]
@@ -218,7 +219,8 @@ def estimate(model: nn.Module, example_inputs: Inputs, *, loss_fn: Optional[Loss
              world_size: int = 1, extra_args: Sequence[str] = (),
              autocast: Optional[str] = None, hold_outputs: bool = True,
              compile: Optional[str] = None,
-             compile_config: Optional[Dict[str, Any]] = None) -> Estimate:
+             compile_config: Optional[Dict[str, Any]] = None,
+             check_graph_breaks: bool = True) -> Estimate:
     """Predicts the memory of one training step of `model` on `example_inputs`.
 
     The step: grads None, forward, loss, backward, then the optimizer step
@@ -239,14 +241,15 @@ def estimate(model: nn.Module, example_inputs: Inputs, *, loss_fn: Optional[Loss
     model is not changed and not moved; a model on the meta device is traced
     without data. compile: "aot_eager" or "inductor": the step as
     torch.compile(model, backend=compile) runs it (docs/compile.md: exact
-    for aot_eager; for inductor an upper estimate, since its fusion is not
-    modelled); the model must compile to one graph. compile_config:
-    torch._functorch.config values the compiled step is partitioned under
-    (activation_memory_budget, its solver, ...).
+    for aot_eager; for inductor an estimate, over or under, since its fusion
+    and layout changes are not modelled); the model must compile to one
+    graph (check_graph_breaks=False skips that check, made already).
+    compile_config: torch._functorch.config values the compiled step is
+    partitioned under (activation_memory_budget, its solver, ...).
     """
     step = _export_step(model, example_inputs, loss_fn, target, optimizer, device, alloc_conf,
                         parallel, world_size, extra_args, autocast, hold_outputs, compile,
-                        compile_config)
+                        compile_config, check_graph_breaks)
     device_args = ["--device", device] if device in GPU_PRESETS else []
     report, summary, _ = step.run("analyze", [*step.step_args, *device_args, "--top", "100"])
     return Estimate(step, report, summary)

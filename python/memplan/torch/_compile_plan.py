@@ -24,7 +24,8 @@ does not depend on B, so a lower budget never gets a higher predicted peak
 (monotone), and every answer's peak is the exported step's, not an estimate
 of saved bytes.
 
-Complexity: 2 + (points walked) exports of the step, at most MAX_POINTS + 2.
+Complexity: 2 + (points walked) exports of the step, at most MAX_POINTS + 2;
+dynamo's graph-break check runs for the first only.
 
 Where it falls short: only torch's candidate cuts are considered (the min
 cut re-solved with some nodes allowed), not every recompute set memplan's
@@ -204,14 +205,16 @@ class CompilePlanner:
         self.model, self.inputs, self.backend = model, example_inputs, backend
         self.estimate_kw, self.max_points = estimate_kw, max_points
         self.budget_of = budget_of or _default_budget_of(estimate_kw.get("device", "cpu"))
-        self.default_peak = self._predict(None)
+        self.default_peak = self._predict(None, check_graph_breaks=True)
         self.path: Optional[List[List[str]]] = None  # allowed sets, in path order
         self.peaks: List[int] = []  # predicted peak of each point walked
 
-    def _predict(self, config: Optional[Dict[str, Any]]) -> int:
+    def _predict(self, config: Optional[Dict[str, Any]], check_graph_breaks: bool = False) -> int:
+        """The predicted bounded peak of the step under `config`. Dynamo's
+        graph-break check runs once, for torch's defaults (the first call)."""
         from ._api import estimate
         est = estimate(self.model, self.inputs, compile=self.backend, compile_config=config,
-                       **self.estimate_kw)
+                       check_graph_breaks=check_graph_breaks, **self.estimate_kw)
         return est.bounded_bytes(self.budget_of)
 
     def _point(self, k: int) -> int:

@@ -33,7 +33,8 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
            autocast: Optional[str] = None, hold_outputs: bool = True,
            workspace_overrides: Optional[Dict[str, int]] = None,
            compile: Optional[str] = None,
-           compile_config: Optional[Dict[str, Any]] = None) -> Any:
+           compile_config: Optional[Dict[str, Any]] = None,
+           check_graph_breaks: bool = True) -> Any:
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
@@ -63,7 +64,10 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     (_compile.py; partition_fn and record_inplace are then the backend's;
     source.compile names it). compile_config: torch._functorch.config values
     in force while the step is partitioned, as torch.compile would see them
-    (activation_memory_budget, activation_memory_budget_solver, ...)."""
+    (activation_memory_budget, activation_memory_budget_solver, ...).
+    check_graph_breaks=False skips dynamo's graph-break check of a compiled
+    step (a caller that made it already for this model and inputs:
+    CompilePlanner's later points)."""
     warn_untested("torch", torch.__version__, TESTED_TORCH)
     if "transformers" in sys.modules:
         warn_untested("transformers", sys.modules["transformers"].__version__,
@@ -89,10 +93,12 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     if compile is not None:
         partition_fn, decompositions = compiled_step.partition_for(compile)
         record_inplace = False
-        PROGRESS("checking that torch.compile traces one graph")
-        step = WithLoss(copy.deepcopy(model), loss_fn, has_target=target is not None,
-                        autocast=autocast)
-        compiled_step.check_one_graph(step, list(inputs) + ([] if target is None else [target]))
+        if check_graph_breaks:
+            PROGRESS("checking that torch.compile traces one graph")
+            step = WithLoss(copy.deepcopy(model), loss_fn, has_target=target is not None,
+                            autocast=autocast)
+            compiled_step.check_one_graph(step,
+                                          list(inputs) + ([] if target is None else [target]))
     # A model and inputs on the meta device are traced without data (nothing
     # allocated, no kernel run). Tensors the model creates must follow its
     # inputs' device (torch.arange(n, device=x.device)): a device context
