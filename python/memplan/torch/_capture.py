@@ -26,7 +26,7 @@ from ._common import (
     default_partition,
     make_boxed_func,
 )
-from ._spec import WithLoss, _output_tensors
+from ._spec import WithLoss, output_tensors
 
 
 def _mutated_arg(target):
@@ -166,7 +166,7 @@ class ScopeRecorder:
 
     def _walk(self, tensors):
         """Untagged autograd nodes reachable from `tensors` (stops at tagged ones)."""
-        seen, todo = set(), [t.grad_fn for t in _output_tensors(tensors)]
+        seen, todo = set(), [t.grad_fn for t in output_tensors(tensors)]
         while todo:
             fn = todo.pop()
             if (fn is None or fn in seen or fn in self.tagged
@@ -302,7 +302,7 @@ def mark_held(output):
             proxy.node.meta[HELD_KEY] = True
 
 
-def _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values,
+def _trace(traced, args, wrapped, names, record_inplace, on_meta, real_values,
            identity_saved=False):
     """One forward and backward of the AOT-compiled step (the compilers
     record the graphs). real_values: data-dependent values from the real
@@ -328,7 +328,7 @@ def _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values,
             hooks = (torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
                      if identity_saved else contextlib.nullcontext())
             with hooks:
-                out = compiled(*args)
+                out = traced(*args)
             (out[0] if isinstance(out, (tuple, list)) else out).backward()
         except Exception as e:  # noqa: BLE001 - annotated and re-raised
             e.memplan_stack = list(recorder.stack)
@@ -337,25 +337,25 @@ def _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values,
 
 def capture(model, inputs, target, partition_fn=default_partition, record_inplace=True,
             user_loss=None, autocast=None, hold_outputs=True, decompositions=None,
-            dead_code=False, model_outputs=False):
+            compiled=False):
     """Traces a copy of model + loss with aot_module. Returns ({"fw", "bw"}:
     (GraphModule, example args)), [(primal name, kind)]. target None: the
     loss is user_loss(output) and the step has no target input. autocast:
     the step under torch.autocast(dtype=autocast). hold_outputs: the model's
     output tensors are tagged (meta[HELD_KEY]) as held through the backward.
     decompositions: AOTAutograd's decomposition table (torch 2.x; inductor's
-    for a step compiled with it). dead_code: keep ops whose results nothing
-    reads (a compiled graph runs them; eager never does; also: what the step
-    saves goes through identity hooks, see _trace). model_outputs:
-    the traced step also returns the other output tensors of a model that
-    computes its own loss (WithLoss), as its compiled graph does."""
+    for a step compiled with it). compiled: the graphs as torch.compile runs
+    them: ops whose results nothing reads are kept (eager never runs them), a
+    model that computes its own loss also returns its other outputs
+    (WithLoss model_outputs), and what the step saves goes through identity
+    hooks (_trace)."""
     if hold_outputs and not TORCH2:
         raise ValueError("hold_outputs needs torch 2.x (this is torch "
                          f"{torch.__version__}); export with hold_outputs=False "
                          "(--no-hold-outputs)")
     wrapped = WithLoss(copy.deepcopy(model), user_loss, has_target=target is not None,
                        autocast=autocast, on_output=mark_held if hold_outputs else None,
-                       model_outputs=model_outputs)
+                       model_outputs=compiled)
     targets = [] if target is None else [target]
     unfrozen = _unfreeze_input_grad_modules(wrapped)
     # Scopes: the loss wrapper is "loss", the model's own code "", its
@@ -386,29 +386,29 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
             return torch.func.functional_call(wrapped, state, tuple(flat[len(keys):]),
                                               tie_weights=True)
 
-        compiled = aot_function(step_fn, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
-                                partition_fn=partition_fn, decompositions=decompositions)
+        traced = aot_function(step_fn, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                              partition_fn=partition_fn, decompositions=decompositions)
         args = [t for _, t in params + buffers] + list(inputs) + targets
     else:
-        compiled = aot_module(wrapped, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
-                              partition_fn=partition_fn)
+        traced = aot_module(wrapped, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                            partition_fn=partition_fn)
         args = list(inputs) + targets
         params, buffers = _named(wrapped, "parameters"), _named(wrapped, "buffers")
     on_meta = inputs[0].is_meta
     try:
-        _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=False,
-               identity_saved=dead_code)
+        _trace(traced, args, wrapped, names, record_inplace, on_meta, real_values=False,
+               identity_saved=compiled)
     except Exception as e:  # noqa: BLE001 - only data-dependent ops are handled
         if not data_dependent(e):
             raise
         if on_meta:
             raise ExportError(data_dependent_message(e, e.memplan_stack)) from None
         # Traced again with the real values behind the fake tensors.
-        _trace(compiled, args, wrapped, names, record_inplace, on_meta, real_values=True,
-               identity_saved=dead_code)
+        _trace(traced, args, wrapped, names, record_inplace, on_meta, real_values=True,
+               identity_saved=compiled)
 
     for gm, _ in graphs.values():
-        if not dead_code:
+        if not compiled:
             remove_dead_code(gm)
 
     def strip(n):

@@ -111,8 +111,7 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
         graphs, primals = capture(model, inputs, target, partition_fn, record_inplace,
                                   user_loss=loss_fn, autocast=autocast,
                                   hold_outputs=hold_outputs, decompositions=decompositions,
-                                  dead_code=compile is not None,
-                                  model_outputs=compile is not None)
+                                  compiled=compile is not None)
     PROGRESS("converting")
     graph, stats = convert(graphs, primals, name, style, target_device,
                            measure_workspace=workspace == "measure", measure_times=times,

@@ -183,17 +183,17 @@ class WithLoss(nn.Module):
         if self.on_loss is not None:
             self.on_loss(loss)
         if self.model_outputs and getattr(self.model, "memplan_returns_loss", False):
-            extra = [t for t in _output_tensors(out) if t is not loss and t.requires_grad]
+            extra = [t for t in output_tensors(out) if t is not loss and t.requires_grad]
             return (loss, *extra)
         return loss
 
 
-def _output_tensors(x: Any) -> List[torch.Tensor]:
+def output_tensors(x: Any) -> List[torch.Tensor]:
     """The tensors of a model output (tensor, sequence or dict/ModelOutput)."""
     if isinstance(x, torch.Tensor):
         return [x]
     if isinstance(x, (list, tuple)):
-        return [t for e in x for t in _output_tensors(e)]
+        return [t for e in x for t in output_tensors(e)]
     if isinstance(x, dict):
-        return [t for e in x.values() for t in _output_tensors(e)]
+        return [t for e in x.values() for t in output_tensors(e)]
     return []
