@@ -24,7 +24,6 @@ Usage: .venv-newest/bin/python bench/compile_peers.py [--memplan PATH]
        [--models a,b] [--backends aot_eager,inductor] [--json OUT] [--md OUT]
        bench/compile_peers.py --render
 """
-import argparse
 import json
 import os
 import statistics
@@ -254,38 +253,24 @@ def render(doc):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--backends", default=",".join(BACKENDS))
-    ap.add_argument("--json", default=os.path.join(RESULTS, "compile_peers.json"))
-    ap.add_argument("--md", default=os.path.join(RESULTS, "compile_peers.md"))
-    ap.add_argument("--render", action="store_true")
-    args = ap.parse_args()
+    from compile_predict import bench_args, load, run_header, save, write_md
+    args = bench_args("compile_peers", MODELS)
     if args.render:
-        with open(args.json) as f:
-            doc = json.load(f)
-    else:
-        os.environ.setdefault("MEMPLAN_BINARY", os.path.abspath(args.memplan))
-        from compile_predict import run_header
-        doc = run_header("bench/compile_peers.py", solvers=solvers())
-        start = time.time()
-        for backend in args.backends.split(","):
-            for name in args.models.split(","):
-                try:
-                    row = run_model(name, backend)
-                except Exception as e:  # noqa: BLE001 - a failed model is reported
-                    row = {"model": name, "backend": backend,
-                           "failed": f"{type(e).__name__}: {str(e)[:300]}"}
-                doc["rows"].append(row)
-                with open(args.json, "w") as f:
-                    json.dump({**doc, "seconds": time.time() - start}, f, indent=1)
-        doc["seconds"] = time.time() - start
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
-    with open(args.md, "w") as f:
-        f.write(render(doc) + "\n")
+        write_md(args, load(args), render)
+        return 0
+    os.environ.setdefault("MEMPLAN_BINARY", os.path.abspath(args.memplan))
+    doc = run_header("bench/compile_peers.py", solvers=solvers())
+    start = time.time()
+    for backend in args.backends.split(","):
+        for name in args.models.split(","):
+            try:
+                row = run_model(name, backend)
+            except Exception as e:  # noqa: BLE001 - a failed model is reported
+                row = {"model": name, "backend": backend,
+                       "failed": f"{type(e).__name__}: {str(e)[:300]}"}
+            doc["rows"].append(row)
+            save(args, doc, start)  # the rows so far
+    save(args, doc, start, render)
     return 0
 
 

@@ -155,43 +155,65 @@ def run_header(script, **extra):
             "command": script + " " + " ".join(sys.argv[1:]), "rows": []}
 
 
-def main():
+def bench_args(name, models):
+    """The compile benches' command line (bench/NAME.py)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join(models))
     ap.add_argument("--backends", default=",".join(BACKENDS))
-    ap.add_argument("--json", default=os.path.join(RESULTS, "compile_predict.json"))
-    ap.add_argument("--md", default=os.path.join(RESULTS, "compile_predict.md"))
-    ap.add_argument("--render", action="store_true")
-    args = ap.parse_args()
-    if args.render:
-        with open(args.json) as f:
-            doc = json.load(f)
-    else:
-        try:
-            import transformers
-            tv = transformers.__version__
-        except ImportError:
-            tv = "not installed"
-        doc = run_header("bench/compile_predict.py", transformers=tv)
-        start = time.time()
-        for backend in args.backends.split(","):
-            for name in args.models.split(","):
-                for held in (True, False):
-                    try:
-                        row = run_one(args.memplan, name, backend, held)
-                    except Exception as e:  # noqa: BLE001 - a failed row is reported, not hidden
-                        row = {"model": name, "backend": backend, "outputs_held": held,
-                               "held_out": MODELS[name][3],
-                               "failed": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
-                    print(json.dumps(row), flush=True)
-                    doc["rows"].append(row)
-        doc["seconds"] = time.time() - start
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+    ap.add_argument("--json", default=os.path.join(RESULTS, name + ".json"))
+    ap.add_argument("--md", default=os.path.join(RESULTS, name + ".md"))
+    ap.add_argument("--render", action="store_true",
+                    help="only the .md, from the .json already there")
+    return ap.parse_args()
+
+
+def load(args):
+    """The run's document from args.json (--render)."""
+    with open(args.json) as f:
+        return json.load(f)
+
+
+def save(args, doc, start, render_fn=None):
+    """Writes args.json (doc, its seconds set to those since `start`) and,
+    with render_fn, the .md."""
+    doc["seconds"] = time.time() - start
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    if render_fn is not None:
+        write_md(args, doc, render_fn)
+
+
+def write_md(args, doc, render_fn):
     with open(args.md, "w") as f:
-        f.write(render(doc) + "\n")
+        f.write(render_fn(doc) + "\n")
+
+
+def main():
+    args = bench_args("compile_predict", MODELS)
+    if args.render:
+        write_md(args, load(args), render)
+        return 0
+    try:
+        import transformers
+        tv = transformers.__version__
+    except ImportError:
+        tv = "not installed"
+    doc = run_header("bench/compile_predict.py", transformers=tv)
+    start = time.time()
+    for backend in args.backends.split(","):
+        for name in args.models.split(","):
+            for held in (True, False):
+                try:
+                    row = run_one(args.memplan, name, backend, held)
+                except Exception as e:  # noqa: BLE001 - a failed row is reported, not hidden
+                    row = {"model": name, "backend": backend, "outputs_held": held,
+                           "held_out": MODELS[name][3],
+                           "failed": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                print(json.dumps(row), flush=True)
+                doc["rows"].append(row)
+    save(args, doc, start, render)
     return 0
 
 
