@@ -327,7 +327,7 @@ if ((TORCH)); then
   [ $TRACE_RC -ne 0 ] && FAILED=$((FAILED + 1))
   summarize
 
-  ((DRY_RUN)) && quick=(--quick --models resnet18,models:gpt_small)
+  ((DRY_RUN)) && quick=(--quick --models resnet18,models:gpt_small,compile:aot_eager:models:gpt_small)
   budget=$(($(left) - 20))
   log "PyTorch phase ($device), $budget s"
   mkdir -p "$WORK/torch"

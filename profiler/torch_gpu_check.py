@@ -16,6 +16,14 @@ Measured, comparable with memplan's allocation-level prediction:
 Also recorded: max_memory_reserved(), the raw max_memory_allocated(),
 device memory in use (mem_get_info), the error against each.
 
+Compiled steps (rows named compile:BACKEND:MODEL): the step exported as
+torch.compile(model, backend=BACKEND) runs it (mt.export(compile=...),
+traced on this machine's CPU at the GPU batch, target_device cuda), against
+the same compiled step on the device (the warm-up step compiles).
+
+The step holds the model's output until its backward has run, as export's
+default (hold_outputs=True) assumes.
+
 Writes OUT/torch_gpu_check.json (memplan.torch_gpu_check/1: {"rows": [...]})
 after every model, so a deadline still leaves the rows done so far.
 
@@ -38,6 +46,9 @@ FORMAT = "memplan.torch_gpu_check/1"
 MODELS = [("models:gpt_small", 64), ("models:res_cnn", 256), ("models:act_cnn", 64),
           ("resnet18", 128), ("resnet50", 64), ("mobilenet_v2", 64), ("vit_b_16", 32),
           ("densenet121", 32)]
+# (backend:model, batch): compiled steps, exported unsymbolically at this batch.
+COMPILE_ROWS = [("compile:aot_eager:models:gpt_small", 16), ("compile:aot_eager:resnet18", 32),
+                ("compile:inductor:models:gpt_small", 16)]
 QUICK_BATCH = 4
 PLAN_FRACTION = 0.7
 
@@ -53,8 +64,11 @@ def memplan(binary, *args):
     return p
 
 
-def measure_device(mt, torch, spec, batch, device, plan=None):
-    """The eager step on `device` after one warm-up step; allocator figures."""
+def measure_device(mt, torch, spec, batch, device, plan=None, compile=None):
+    """The eager step (or torch.compile(model, backend=compile)'s) on `device`
+    after one warm-up step, the output held through the backward; allocator
+    figures."""
+    from memplan.torch._spec import forward_and_loss
     model = mt.load_model(spec).to(device)
     inputs = tuple(x.to(device) for x in mt.example_inputs(model, batch))
     target = mt.make_target(model, inputs).to(device)
@@ -62,10 +76,13 @@ def measure_device(mt, torch, spec, batch, device, plan=None):
     resident = sum(t.numel() * t.element_size() for t in
                    list(model.parameters()) + list(model.buffers()) + list(inputs) + [target])
 
+    run = model if compile is None else torch.compile(model, backend=compile)
+
     def step():
         model.zero_grad(set_to_none=True)
-        loss = mt.step_loss(model, inputs, target)
+        out, loss = forward_and_loss(run, inputs, target)
         loss.backward()
+        del out, loss
 
     torch.manual_seed(mt.SEED + 3)
     step()
@@ -94,12 +111,46 @@ def measure_device(mt, torch, spec, batch, device, plan=None):
             "measured_peak_bytes": resident + peak - before,
         })
     else:  # the CPU dry run: the exporter's own profiler measurement
-        m = mt.measure(mt.load_model(spec), mt.example_inputs(model, batch), plan=plan)
+        m = mt.measure(mt.load_model(spec), mt.example_inputs(model, batch), plan=plan,
+                       compile=compile)
         out["measured_peak_bytes"] = m["peak_bytes"]
     del model, inputs, target
     if cuda:
         torch.cuda.empty_cache()
     return out
+
+
+def one_compiled(args, mt, torch, row):
+    """A compiled step's row: export(compile=backend) at the batch, analyze,
+    the compiled step on the device."""
+    _, backend, spec = args.one.split(":", 2)
+    spec = spec_of(spec)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = os.path.join(tmp, "g.json")
+        model = mt.load_model(spec)
+        inputs = mt.example_inputs(model, args.batch)
+        target = mt.make_target(model, inputs)
+        cuda = args.device.startswith("cuda")
+        g = mt.export(model, inputs, target, name=args.one, compile=backend,
+                      target_device="cuda" if cuda else "cpu")
+        with open(graph, "w") as f:
+            f.write(mt.dumps(g))
+        row["export_seconds"] = round(time.time() - t0, 2)
+        rep = os.path.join(tmp, "r.json")
+        memplan(args.memplan, "analyze", graph, "--json", rep, "-q")
+        predicted = json.load(open(rep))["peak_bytes"]
+    row["predicted_peak_bytes"] = predicted
+    base = measure_device(mt, torch, spec, args.batch, args.device, compile=backend)
+    row["baseline"] = base
+    row["error"] = None
+    row["relative_error"] = (predicted - base["measured_peak_bytes"]) / base["measured_peak_bytes"]
+    if "max_memory_reserved" in base:
+        row["relative_error_vs_reserved"] = (predicted - base["max_memory_reserved"]) / \
+            base["max_memory_reserved"]
+    row["seconds"] = round(time.time() - t0, 2)
+    print(json.dumps(row))
+    return 0
 
 
 def one_model(args):
@@ -109,6 +160,8 @@ def one_model(args):
     import memplan.torch as mt
     row = {"model": args.one, "batch": args.batch, "device": args.device,
            "torch": torch.__version__}
+    if args.one.startswith("compile:"):
+        return one_compiled(args, mt, torch, row)
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         graph = os.path.join(tmp, "g.json")
@@ -171,8 +224,12 @@ def main():
     start = time.time()
     os.makedirs(args.out, exist_ok=True)
     out_path = os.path.join(args.out, "torch_gpu_check.json")
-    batches = dict(MODELS)
-    names = args.models.split(",") if args.models else [m for m, _ in MODELS]
+    batches = dict(MODELS + COMPILE_ROWS)
+    # Compiled rows after the first three eager ones: the deadline cuts the
+    # last of the eager list first.
+    default = [m for m, _ in MODELS[:3]] + [m for m, _ in COMPILE_ROWS] + \
+        [m for m, _ in MODELS[3:]]
+    names = args.models.split(",") if args.models else default
     doc = {"format": FORMAT, "device": args.device, "quick": args.quick, "rows": [],
            "method": "measured = resident + max_memory_allocated - allocated before the step, "
                      "after one warm-up step; prediction: memplan analyze --set batch=B of a "
