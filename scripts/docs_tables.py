@@ -520,6 +520,97 @@ def compile_peers():
     return bench_module("compile_peers").summary_table(load("compile_peers.json")).split("\n")
 
 
+# --- the GPU check (profiler/gpu_check.sh on a lent H200) -------------------------------
+
+def mib(x):
+    return NA if x is None else f"{x / MIB:.1f}"
+
+
+@generator("gpu/gpu_check.json")
+def gpu_profile():
+    """memplan profile on the CUDA backend: every case's CUPTI-measured peak against
+    the prediction (a consistency check of the executor), and CUPTI's overhead."""
+    d = load("gpu/gpu_check.json")
+    cases = d["cases"]
+    by_alloc = {}
+    for c in cases:
+        a = by_alloc.setdefault(c["allocator"], [0, 0, 0.0])
+        a[0] += 1
+        a[1] += bool(c.get("exact"))
+        a[2] = max(a[2], abs(c.get("relative_error") or 0))
+    rows = [[f"`{k}`", n, e, pct(m, 2, False)] for k, (n, e, m) in sorted(by_alloc.items())]
+    out = table(["allocator", "cases", "exact to the byte", "largest error"], rows)
+    over = ", ".join(f"{o['graph']} {pct(o['wall_overhead'], 0)}" for o in d["cupti_overhead"])
+    out += ["", f"{d['cases_run']} cases run, {d['cases_failed']} failed, "
+            f"{d['cases_skipped']} skipped, in {d['seconds']} s; CUPTI's wall-time "
+            f"overhead: {over}."]
+    return out
+
+
+def cudnn_scratch(model):
+    """The largest scratch one convolution call took in the step (op_scratch.json)."""
+    rows = [r for r in load("gpu/op_scratch.json")["rows"] if r.get("model") == model]
+    if not rows or "ops" not in rows[0]:
+        return None
+    ops = rows[0]["ops"]
+    conv = [o["scratch_bytes"] for o in ops if "conv" in o["op"]]
+    return max(conv) if conv else 0
+
+
+@generator("gpu/torch_gpu_check.json")
+def gpu_torch():
+    """Real PyTorch training steps on the device against memplan's prediction
+    (profiler/torch_gpu_check.py), with the largest cuDNN convolution scratch
+    measured in the same step (profiler/gpu_op_scratch.py)."""
+    d = load("gpu/torch_gpu_check.json")
+    rows = []
+    for r in d["rows"]:
+        if r.get("error"):
+            rows.append([f"`{r['model']}`", r.get("batch", NA)] + [NA] * 5 + [r["error"][:60]])
+            continue
+        spec = r["model"].split(":", 2)[-1] if r["model"].startswith("compile:") else r["model"]
+        spec = spec if ":" in spec else "torchvision:" + spec
+        plan = r.get("plan70") or {}
+        plan_error = (pct(plan["relative_error"], 2) if "relative_error" in plan else
+                      f"no plan fits (exit {plan['exit']})" if "exit" in plan else NA)
+        rows.append([f"`{r['model']}`", r["batch"], mib(r["predicted_peak_bytes"]),
+                     mib(r["baseline"]["measured_peak_bytes"]), pct(r["relative_error"], 2),
+                     plan_error,
+                     mib(cudnn_scratch(spec)) if not r["model"].startswith("compile:") else NA,
+                     r["torch"]])
+    return table(["step", "batch", "predicted MiB", "measured MiB", "error",
+                  "70% plan's error", "largest cuDNN conv scratch MiB", "torch"], rows)
+
+
+@generator("gpu/op_scratch.json")
+def gpu_at_peak():
+    """Per model of profiler/gpu_op_scratch.py: the op running at the step's peak, the
+    scratch it took, and memplan's miss on the same step (torch_gpu_check.json)."""
+    d = load("gpu/op_scratch.json")
+    missed = {r["model"] if ":" in r["model"] else "torchvision:" + r["model"]: r
+              for r in load("gpu/torch_gpu_check.json")["rows"]
+              if not r.get("error") and not r["model"].startswith("compile:")}
+    rows = []
+    for r in d["rows"]:
+        if r.get("error"):
+            continue
+        at = [o for o in r["ops"] if o.get("at_peak")]
+        shape = g(r, "op_at_peak_inputs", 0, "shape")
+        m = missed.get(r["model"])
+        miss = None if m is None else \
+            m["predicted_peak_bytes"] - m["baseline"]["measured_peak_bytes"]
+        agree = r.get("measured_peak_bytes") == r.get("allocator_peak_bytes")
+        rows.append([f"`{r['model']}`", r["batch"], f"`{r['op_at_peak']}`",
+                     "x".join(map(str, shape)) if shape else NA,
+                     mib(at[0]["scratch_bytes"]) if at else "0.0", mib(miss),
+                     "yes" if agree else "no"])
+    return table(["model", "batch", "op at the peak", "its first input", "its scratch MiB",
+                  "memplan's miss MiB", "profiler sum = allocator peak"], rows,
+                 ["---", "---:", "---", "---", "---:", "---:", "---"]) + [
+        "", f"{d['device_name']}, torch {d['torch']}, cuDNN {d['cudnn']}, "
+        f"cudnn.benchmark {d['cudnn_benchmark']}."]
+
+
 # --- the machinery ----------------------------------------------------------------------
 
 def pages():

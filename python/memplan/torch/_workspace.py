@@ -45,8 +45,8 @@ read off torch.profiler allocations inside each op, see `export
     native_dropout(_backward)    one input-sized temporary
     batch norm forward     two per-channel vectors
 
-GPU rules (cuda, h100, h200, a100; PyTorch 2.14, from its sources: no GPU
-measured them; a GPU check or an override replaces them):
+GPU rules (cuda, h100, h200, a100; PyTorch 2.14, from its sources; one H200
+run measured what they miss, docs/gpu-check.md; an override replaces them):
   rule:cublas-persistent   mm, addmm, bmm, baddbmm, ...: 0 bytes per op. PyTorch
       gives each cuBLAS handle and stream one workspace, allocated through the
       caching allocator at the first matmul and kept (aten/src/ATen/cuda/
