@@ -149,31 +149,25 @@ class Search {
     return true;
   }
 
-  // The plan at batch b, for allocated bytes. The planner sees one step;
-  // when accumulating, the accumulators add bytes it does not see, so replan
-  // below the budget by the overshoot.
+  // The planner's options at batch b: when accumulating, it scores every
+  // program with the accumulators alive (SimOptions::accumulating_gradients),
+  // so the peak it bounds is AccumulationPeak's.
+  PlannerOptions PlannerAt(int64_t b) const {
+    PlannerOptions options = o_.planner;
+    options.accumulating_gradients = Steps(b) > 1;
+    return options;
+  }
+
+  // The plan at batch b, for allocated bytes: one plan at the budget.
   bool PlanAllocated(const Graph& g, int64_t b, BatchPoint* p, std::string* err) const {
-    const bool accumulating = Steps(b) > 1;
-    int64_t budget = o_.budget_bytes;
-    p->plan_peak_bytes = INT64_MAX;
-    for (int attempt = 0; attempt < 4 && budget >= 0; ++attempt) {
-      PlanResult r;
-      if (!PlanCheckpoints(g, budget, o_.planner, &r, err)) {
-        *err = fmt::format("at batch {}: {}", b, *err);
-        return false;
-      }
-      int64_t peak = accumulating ? AccumulationPeak(g, r.best.checkpoint.program, r.best.sim)
-                                  : r.best.sim.peak_bytes;
-      if (peak < p->plan_peak_bytes) {
-        p->plan_peak_bytes = peak;
-        p->recompute_cost = r.best.recompute_cost;
-        p->plan_budget_bytes = budget;
-      }
-      if (peak <= o_.budget_bytes || !r.feasible) break;
-      // From the plan's own peak: a plan with slack under `budget` would
-      // otherwise come back unchanged.
-      budget = std::min(budget, r.best.sim.peak_bytes) - (peak - o_.budget_bytes);
+    PlanResult r;
+    if (!PlanCheckpoints(g, o_.budget_bytes, PlannerAt(b), &r, err)) {
+      *err = fmt::format("at batch {}: {}", b, *err);
+      return false;
     }
+    p->plan_peak_bytes = r.best.sim.peak_bytes;
+    p->recompute_cost = r.best.recompute_cost;
+    p->plan_budget_bytes = o_.budget_bytes;
     p->plan_fits = p->plan_peak_bytes <= o_.budget_bytes;
     return true;
   }
@@ -221,7 +215,7 @@ class Search {
     const Graph& g = jg.graph;
     if (with_plan && p->planned) {
       PlanResult r;
-      if (!PlanCheckpoints(g, p->plan_budget_bytes, o_.planner, &r, err)) {
+      if (!PlanCheckpoints(g, p->plan_budget_bytes, PlannerAt(micro), &r, err)) {
         *err = fmt::format("at batch {}: {}", micro, *err);
         return false;
       }
@@ -240,8 +234,31 @@ class Search {
 
   int64_t Steps(int64_t b) const { return (o_.global_batch + b - 1) / b; }
 
-  // The largest b in [1, N] that fits (0: none), by the kind's predicate.
-  bool Largest(bool with_plan, int64_t* best, std::string* err) {
+  // The bytes the budget bounds at an evaluated point, for the kind.
+  int64_t BoundBytes(const BatchPoint& p, bool with_plan) const {
+    if (!BoundsReserved()) return with_plan ? p.plan_peak_bytes : p.baseline_peak_bytes;
+    return Bounded(with_plan ? p.plan_reserved_bytes : p.baseline_reserved_bytes);
+  }
+
+  // The batch where the bytes the budget bounds reach it, if they grow as
+  // c + k * batch: c from the baseline at batches 1 and 2 (what does not
+  // grow with the batch), k from the point at `over` (over the budget).
+  // 0 when the model does not apply.
+  bool Guess(bool with_plan, int64_t over, int64_t* guess, std::string* err) {
+    *guess = 0;
+    BatchPoint *one, *two, *p;
+    if (!Eval(1, false, &one, err) || !Eval(2, false, &two, err) || !Eval(over, with_plan, &p, err))
+      return false;
+    const double c = 2.0 * BoundBytes(*one, false) - BoundBytes(*two, false);
+    const double k = (static_cast<double>(BoundBytes(*p, with_plan)) - c) / over;
+    if (c < 0 || k <= 0) return true;
+    *guess = static_cast<int64_t>((static_cast<double>(o_.budget_bytes) - c) / k);
+    return true;
+  }
+
+  // The largest b in [1, N] that fits (0: none), by the kind's predicate;
+  // `fits_at_least`: a batch known to fit (0: none).
+  bool Largest(bool with_plan, int64_t fits_at_least, int64_t* best, std::string* err) {
     const int64_t n = o_.global_batch;
     auto fits = [&](int64_t b, bool* ok) {
       BatchPoint* p;
@@ -266,11 +283,28 @@ class Search {
       *best = n;
       return true;
     }
-    int64_t lo = 0, hi = n;  // fits(lo) (or lo = 0), !fits(hi)
+    // fits(lo) (or lo = 0), !fits(hi). Each probe is the model's guess
+    // (Guess, from the nearest batch over the budget), clamped into the
+    // bracket, so a right guess is confirmed by the next batch up; after two
+    // guesses in a row that did not halve the bracket, its midpoint. The
+    // same answer as bisection when fitting is monotone in the batch.
+    int64_t lo = std::clamp<int64_t>(fits_at_least, 0, n - 1), hi = n;
+    int stalls = 0;
     while (hi - lo > 1) {
       int64_t mid = lo + (hi - lo) / 2;
+      bool guessed = false;
+      if (stalls < 2) {
+        int64_t guess = 0;
+        if (!Guess(with_plan, hi, &guess, err)) return false;
+        if (guess > 0) {
+          mid = std::clamp(guess, lo + 1, hi - 1);
+          guessed = true;
+        }
+      }
+      const int64_t before = hi - lo;
       if (!fits(mid, &ok)) return false;
       (ok ? lo : hi) = mid;
+      stalls = guessed && 2 * (hi - lo) > before ? stalls + 1 : 0;
     }
     *best = lo;
     return true;
@@ -367,9 +401,10 @@ bool PlanMicroBatches(const GraphAtBatch& graph_at, const MicroBatchOptions& opt
   out->search = options.global_batch <= kExhaustiveBatches ? "exhaustive" : "binary";
   Search search(graph_at, options);
   int64_t base = 0, ckpt = 0;
-  if (!search.Largest(false, &base, err) || !search.Fill(false, base, &out->baseline, err))
+  if (!search.Largest(false, 0, &base, err) || !search.Fill(false, base, &out->baseline, err))
     return false;
-  if (!search.Largest(true, &ckpt, err) || !search.Fill(true, ckpt, &out->checkpointed, err))
+  // Keeping everything is a checkpoint set: the plan fits wherever the baseline does.
+  if (!search.Largest(true, base, &ckpt, err) || !search.Fill(true, ckpt, &out->checkpointed, err))
     return false;
   out->checkpointed_recommended =
       out->checkpointed.found && (!out->baseline.found || out->checkpointed.global_batch_cost <

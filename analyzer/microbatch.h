@@ -17,13 +17,22 @@
 // them) never falls either. Programs may still differ between batch values
 // (an in-place takeover needs equal sizes; the planner may choose another
 // set), so for N <= kExhaustiveBatches every batch from N down is evaluated
-// until one fits (exact whatever the shape of the curve); above, a binary
-// search runs, and the result is checked: the chosen micro-batch fits, the
-// next one up does not, and the peaks met are non-decreasing in the batch
-// (monotone = false otherwise: the answer is then not proven maximal).
+// until one fits (exact whatever the shape of the curve); above, a bracket
+// search runs (from the baseline's answer up, for checkpointing, which fits
+// wherever the baseline does): each probe is where the bytes would reach the
+// budget if they grew linearly in the batch (the baseline's bytes at batches
+// 1 and 2 give what does not grow, the nearest batch over the budget the
+// slope), or the bracket's midpoint after a guess that did not halve it;
+// with fitting monotone in the batch, bisection's answer in fewer plans. The
+// result is checked: the chosen micro-batch fits, the next one up does not,
+// and the peaks met are non-decreasing in the batch (monotone = false
+// otherwise: the answer is then not proven maximal).
 //
 // What the budget bounds (MicroBatchOptions::budget_of, reserved_plan.h).
-// Allocated bytes: the peaks above. Reserved bytes: the caching allocator's
+// Allocated bytes: the peaks above; at a batch that accumulates, the planner
+// scores its programs with the accumulators alive
+// (PlannerOptions::accumulating_gradients), so one plan bounds
+// AccumulationPeak. Reserved bytes: the caching allocator's
 // reserved peak of the micro-batches as they run one after another
 // (PredictMicroBatchReserved), for the baseline program and for each plan;
 // the planner sees allocated bytes only, so a batch whose plan reserves too

@@ -22,6 +22,7 @@
 #include "analyzer/report/microbatch_report.h"
 #include "analyzer/report/plan_report.h"
 #include "analyzer/reserved_plan.h"
+#include "analyzer/sim/simulator.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/progress.h"
@@ -138,9 +139,20 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
   if (!f.out.empty()) {
     const BatchPoint* p = FindPoint(result, chosen.found ? chosen.micro_batch : 1);
     PlanResult plan_result;
-    if (!PlanCheckpoints(micro.graph, p ? p->plan_budget_bytes : budget, options, &plan_result,
-                         &err))
+    // As the search planned it: with the accumulators under allocated budgets.
+    PlannerOptions at = options;
+    at.accumulating_gradients =
+        result.budget_of == BudgetOf::kAllocated && chosen.accumulation_steps > 1;
+    if (!PlanCheckpoints(micro.graph, p ? p->plan_budget_bytes : budget, at, &plan_result, &err))
       return Error(f.common.graph + ": " + err);
+    // The plan file describes one step: its figures without the accumulators.
+    if (at.accumulating_gradients) {
+      SimOptions plain;
+      plain.op_cost = OpCosts(micro.graph, options.cost);
+      if (!Simulate(micro.graph, plan_result.best.checkpoint.program, plain, &plan_result.best.sim,
+                    &err))
+        return Error(f.common.graph + ": " + err);
+    }
     std::string graph_bytes;
     if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
     Plan plan = MakePlan(micro.graph, Sha256Hex(graph_bytes), budget, options, plan_result);

@@ -3,7 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "analyzer/import/graph_json.h"
 #include "analyzer/report/microbatch_report.h"
@@ -65,6 +67,67 @@ TEST_CASE("AccumulationPeak: parameter gradients alive from the start, fresh cop
   std::string err;
   REQUIRE(At(3, &jg, &err));
   CHECK(ParameterGradientBytes(jg.graph) == 64);  // does not scale with the batch
+}
+
+// The examples' baseline programs and plans at 60%: Simulate with
+// accumulating_gradients gives AccumulationPeak's peak, and its live set at
+// the peak sums to it and holds the accumulators not made yet.
+TEST_CASE("Simulate accumulating_gradients: AccumulationPeak's peak, accumulators at it") {
+  for (const char* name : {"mlp.graph.json", "gpt_tiny.graph.json", "densenet_toy.graph.json",
+                           "cnn_small.joint.graph.json", "mlp_torch.joint.graph.json"}) {
+    CAPTURE(name);
+    JointGraph jg;
+    std::string err;
+    REQUIRE(LoadJointGraph(testing::ExamplePath(name), GraphLoadOptions(), &jg, &err));
+    const Graph& g = jg.graph;
+    const Program baseline = BuildBaselineProgram(g, AccumulationMode::kInplace);
+    PlanResult plan;
+    const int64_t budget = testing::MustSimulate(g, baseline).peak_bytes * 6 / 10;
+    REQUIRE_MESSAGE(PlanCheckpoints(g, budget, PlannerOptions(), &plan, &err), err);
+    for (const Program* program :
+         std::vector<const Program*>{&baseline, &plan.best.checkpoint.program}) {
+      const SimResult plain = testing::MustSimulate(g, *program);
+      SimOptions o;
+      o.accumulating_gradients = true;
+      SimResult acc;
+      REQUIRE_MESSAGE(Simulate(g, *program, o, &acc, &err), err);
+      CHECK(acc.peak_bytes == AccumulationPeak(g, *program, plain));
+      CHECK(acc.start_bytes == plain.start_bytes + ParameterGradientBytes(g));
+      CHECK(acc.end_bytes == plain.end_bytes);
+      int64_t sum = 0, accumulators = 0;
+      for (const LiveBuffer& lb : acc.live_at_peak) {
+        sum += lb.bytes;
+        if (lb.owner >= 0 && g.IsParameterGradient(lb.owner)) accumulators += lb.bytes;
+      }
+      CHECK(sum == acc.peak_bytes);
+      CHECK(accumulators >= acc.peak_bytes - plain.live_during[std::max(acc.peak_step, 0)]);
+    }
+  }
+}
+
+TEST_CASE("planner accumulating_gradients: its plan bounds the accumulating peak in one plan") {
+  JointGraph jg;
+  std::string err;
+  REQUIRE(
+      LoadJointGraph(testing::ExamplePath("gpt_tiny.graph.json"), GraphLoadOptions(), &jg, &err));
+  const Graph& g = jg.graph;
+  const Program baseline = BuildBaselineProgram(g, AccumulationMode::kInplace);
+  const SimResult plain = testing::MustSimulate(g, baseline);
+  // 70% of the accumulating baseline: the plain planner's plan overshoots
+  // it once its accumulators are counted; the accumulating planner's fits.
+  const int64_t budget = AccumulationPeak(g, baseline, plain) * 7 / 10;
+  PlannerOptions o;
+  PlanResult single, accumulating;
+  REQUIRE(PlanCheckpoints(g, budget, o, &single, &err));
+  o.accumulating_gradients = true;
+  REQUIRE(PlanCheckpoints(g, budget, o, &accumulating, &err));
+  REQUIRE(accumulating.feasible);
+  const Program& program = accumulating.best.checkpoint.program;
+  CHECK(accumulating.best.sim.peak_bytes ==
+        AccumulationPeak(g, program, testing::MustSimulate(g, program)));
+  CHECK(accumulating.best.sim.peak_bytes <= budget);
+  const Program& p1 = single.best.checkpoint.program;
+  CHECK(AccumulationPeak(g, p1, testing::MustSimulate(g, p1)) > budget);
 }
 
 MicroBatchResult Search(int64_t n, int64_t budget) {
@@ -253,6 +316,40 @@ TEST_CASE("PredictMicroBatchReserved: one micro-batch is the plain replay; accum
   const alloc::ReservedReport many = replay(1000);
   CHECK(many.reserved_peak_bytes == three.reserved_peak_bytes);
   CHECK(many.allocated_peak_bytes == three.allocated_peak_bytes);
+}
+
+TEST_CASE("PlanMicroBatches: above kExhaustiveBatches, guesses find the boundary in few plans") {
+  const int64_t n = 256, budget = 200 * kMiB;
+  MicroBatchResult r = SearchOf(GptAt, n, budget, BudgetOf::kAllocated);
+  CHECK(r.search == "binary");
+  CHECK(r.monotone);
+  // The baseline's answer, by a scan of every batch.
+  int64_t want = 0;
+  std::string err;
+  for (int64_t b = 1; b <= n; ++b) {
+    JointGraph jg;
+    REQUIRE(GptAt(b, &jg, &err));
+    const Program p = BuildBaselineProgram(jg.graph, AccumulationMode::kInplace);
+    const SimResult sim = testing::MustSimulate(jg.graph, p);
+    const int64_t steps = (n + b - 1) / b;
+    if ((steps > 1 ? AccumulationPeak(jg.graph, p, sim) : sim.peak_bytes) <= budget) want = b;
+  }
+  CHECK(r.baseline.micro_batch == want);
+  // The checkpointed answer fits and the next batch does not, each planned
+  // again here, with the accumulators.
+  REQUIRE(r.checkpointed.found);
+  for (int64_t b : {r.checkpointed.micro_batch, r.checkpointed.micro_batch + 1}) {
+    JointGraph jg;
+    REQUIRE(GptAt(b, &jg, &err));
+    PlannerOptions o;
+    o.accumulating_gradients = (n + b - 1) / b > 1;
+    PlanResult plan;
+    REQUIRE_MESSAGE(PlanCheckpoints(jg.graph, budget, o, &plan, &err), err);
+    CHECK(plan.feasible == (b == r.checkpointed.micro_batch));
+  }
+  int planned = 0;
+  for (const BatchPoint& p : r.evaluated) planned += p.planned;
+  CHECK(planned <= 6);  // bisection over 256 plans 8 or more
 }
 
 TEST_CASE("PlanMicroBatches: reserved budgets on gpt_tiny, baseline and checkpointed") {

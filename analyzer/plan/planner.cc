@@ -53,6 +53,7 @@ bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
   SimOptions sim;
   sim.op_cost = costs;
   sim.collect_live_at_peak = options.detailed;
+  sim.accumulating_gradients = options.accumulating_gradients;
   if (!Simulate(g, out->checkpoint.program, sim, &out->sim, err)) {
     *err = "checkpoint program is invalid: " + *err;
     return false;

@@ -60,8 +60,9 @@
 // baseline); while the simulated peak is over the budget, drop from the
 // checkpoint set the tensors alive at the peak with the most bytes per unit of
 // recompute cost (its producer's cost; memory-bound ops are cheap), one at a
-// time on graphs under 2,000 candidates, else the best 2% per round, or, if
-// more, the best whose bytes at the peak cover half the excess; when
+// time on graphs under 2,000 candidates while the peak is within four times
+// the budget, else the best 2% per round, or, if more, the best whose bytes at
+// the peak cover half the excess; when
 // nothing droppable is alive at the peak (it holds recomputed tensors),
 // recompute the largest of those at each use while that lowers the peak,
 // then (once) reverse the recomputation order of each op reading two dropped
@@ -192,6 +193,10 @@ struct PlannerOptions {
   // The greedy's plan is improved by local search (Improve above); false:
   // the greedy alone.
   bool local_search = true;
+  // Plan the step as a later micro-batch of gradient accumulation: every
+  // program is scored with SimOptions::accumulating_gradients, so the peak
+  // the budget bounds counts the parameter gradients' accumulators.
+  bool accumulating_gradients = false;
   // Called after each program the search scores, with the count so far (the
   // CLI's progress line); may be empty.
   std::function<void(int64_t programs)> progress;
@@ -247,6 +252,8 @@ struct ScoreOptions {
   CheckpointProgramOptions program;
   // Also collect what is alive at the peak (a second replay).
   bool detailed = true;
+  // SimOptions::accumulating_gradients.
+  bool accumulating_gradients = false;
 };
 
 // Scores one checkpoint set (keep, by tensor) with op costs by op index

@@ -116,7 +116,8 @@ bool Search::Run(std::string* err) {
     ScoredPlan detailed;
     const ScoreOptions score{
         .program = ProgramOptions(&result_->best.each_use, &result_->best.reverse_order),
-        .detailed = true};
+        .detailed = true,
+        .accumulating_gradients = options_.accumulating_gradients};
     if (!ScoreCheckpointSet(g_, result_->best.keep, costs_, score, &detailed, err_)) return false;
     detailed.recompute_cost += DispatchCharge(detailed.keep);
     result_->best = std::move(detailed);
@@ -186,7 +187,9 @@ bool Search::Score(ScoredPlan* out, bool detailed) {
   ++result_->evaluations;
   if (options_.progress) options_.progress(result_->evaluations);
   const std::vector<bool> each_use = EachUseVector();
-  const ScoreOptions score{.program = ProgramOptions(&each_use, &reverse_), .detailed = detailed};
+  const ScoreOptions score{.program = ProgramOptions(&each_use, &reverse_),
+                           .detailed = detailed,
+                           .accumulating_gradients = options_.accumulating_gradients};
   if (!ScoreCheckpointSet(g_, KeepVector(), costs_, score, out, err_)) return false;
   out->recompute_cost += DispatchCharge(out->keep);
   if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {

@@ -71,9 +71,10 @@ bool Search::DropRounds(ScoredPlan* current, DropRoundState* state) {
       return a.first != b.first ? a.first > b.first : a.second < b.second;
     });
     size_t n = batch_divisor == 0 ? 1 : std::max<size_t>(1, droppable.size() / batch_divisor);
-    if (batch_divisor != 0) {
-      // Far over the budget, more than 2%: the best groups whose bytes at
-      // the peak cover half the excess (a drop frees at most its bytes).
+    if (batch_divisor != 0 || current->sim.peak_bytes / 4 > budget_) {
+      // Large graphs, and any graph while over four times the budget: the best
+      // groups whose bytes at the peak cover half the excess (a drop frees
+      // at most its bytes); else one group per round.
       const int64_t half_excess = (current->sim.peak_bytes - budget_) / 2;
       int64_t covered = 0;
       size_t cover = 0;

@@ -295,6 +295,49 @@ class Replay {
   std::vector<Buffer> buffers_;
 };
 
+// By tensor: the step of the first run of the op making each (non-view)
+// parameter gradient, or -1 (not a gradient, or never made).
+std::vector<int> GradientSteps(const Graph& g, const Program& program) {
+  std::vector<int> first_run(g.ops.size(), -1);
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const Step& step = program.steps[s];
+    if (step.IsRun() && first_run[step.op] < 0) first_run[step.op] = static_cast<int>(s);
+  }
+  std::vector<int> at(g.tensors.size(), -1);
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const int ti = static_cast<int>(t);
+    if (g.IsView(ti) || !g.IsParameterGradient(ti)) continue;
+    const int p = g.tensors[t].producer;
+    at[t] = p >= 0 ? first_run[p] : -1;
+  }
+  return at;
+}
+
+// SimOptions::accumulating_gradients on a finished replay: live_during,
+// live_after, start_bytes and the peak.
+void AddAccumulators(const Graph& g, const std::vector<int>& made_step, SimResult* r) {
+  const size_t n = r->live_during.size();
+  std::vector<int64_t> made_at(n + 1, 0);
+  int64_t pending = 0;
+  for (size_t t = 0; t < made_step.size(); ++t) {
+    if (made_step[t] < 0) continue;
+    made_at[made_step[t]] += g.tensors[t].bytes;
+    pending += g.tensors[t].bytes;
+  }
+  r->start_bytes += pending;
+  r->peak_bytes = r->start_bytes;
+  r->peak_step = -1;
+  for (size_t s = 0; s < n; ++s) {
+    r->live_during[s] += pending;  // accumulator and fresh copy
+    if (r->live_during[s] > r->peak_bytes) {
+      r->peak_bytes = r->live_during[s];
+      r->peak_step = static_cast<int>(s);
+    }
+    pending -= made_at[s];
+    r->live_after[s] += pending;
+  }
+}
+
 }  // namespace
 
 bool Simulate(const Graph& g, const Program& program, const SimOptions& options, SimResult* result,
@@ -303,6 +346,11 @@ bool Simulate(const Graph& g, const Program& program, const SimOptions& options,
     Replay replay(g, program, options, result);
     if (!replay.Run(-2, err)) return false;
   }
+  std::vector<int> made_step;
+  if (options.accumulating_gradients) {
+    made_step = GradientSteps(g, program);
+    AddAccumulators(g, made_step, result);
+  }
   if (!options.collect_live_at_peak) return true;
   // A second replay, up to the peak, collects what is alive then.
   SimResult at_peak;
@@ -310,6 +358,19 @@ bool Simulate(const Graph& g, const Program& program, const SimOptions& options,
   if (!replay.Run(result->peak_step, err)) return false;
   result->live_at_peak = std::move(at_peak.live_at_peak);
   result->peak_by_kind = at_peak.peak_by_kind;
+  if (options.accumulating_gradients) {
+    for (size_t t = 0; t < made_step.size(); ++t) {
+      if (made_step[t] < 0 || made_step[t] < result->peak_step) continue;
+      const int ti = static_cast<int>(t);
+      result->live_at_peak.push_back({ti, ti, -1, g.tensors[t].bytes});
+      result->peak_by_kind[static_cast<int>(g.tensors[t].kind)] += g.tensors[t].bytes;
+    }
+    std::stable_sort(result->live_at_peak.begin(), result->live_at_peak.end(),
+                     [](const LiveBuffer& a, const LiveBuffer& b) {
+                       if (a.bytes != b.bytes) return a.bytes > b.bytes;
+                       return a.tensor < b.tensor;
+                     });
+  }
   return true;
 }
 

@@ -27,6 +27,13 @@ struct SimOptions {
   std::vector<double> op_cost;
   // Collect live_at_peak and peak_by_kind (a second replay up to the peak).
   bool collect_live_at_peak = true;
+  // The step as the second or a later micro-batch of gradient accumulation
+  // (microbatch.h): every parameter gradient's accumulator is alive from the
+  // start, and a fresh gradient is added into it as it is made. So live bytes
+  // at each step also count the accumulators of the gradients not made yet
+  // (made at that step: accumulator and fresh copy both), and live_at_peak
+  // lists them (tensor and owner: the gradient). Intervals are unchanged.
+  bool accumulating_gradients = false;
 };
 
 // One buffer alive at the peak.
