@@ -44,7 +44,13 @@ MODELS = {
     "torchvision:densenet121": (32, 2),
     "torchvision:vit_b_16": (32, 1),
     "models:gpt_small": (1024, 2),
+    # Not in the first run's default list: held-out models for the allocator model.
+    "torchvision:efficientnet_b0": (64, 2),
+    "torchvision:convnext_tiny": (32, 2),
+    "torchvision:swin_t": (32, 2),
 }
+DEFAULT_MODELS = ["torchvision:resnet18", "torchvision:resnet50", "torchvision:mobilenet_v2",
+                  "torchvision:densenet121", "torchvision:vit_b_16", "models:gpt_small"]
 QUICK_INPUT = (3, 64, 64)  # image models at --quick (vit_b_16 needs 224)
 DEFAULT_CONFS = ["default", "expandable_segments:True", "max_split_size_mb:128",
                  "roundup_power2_divisions:4"]
@@ -188,7 +194,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--deadline-s", type=float, default=120)
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
     ap.add_argument("--alloc-confs", default=";".join(DEFAULT_CONFS))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
