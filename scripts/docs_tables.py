@@ -619,16 +619,18 @@ def gpu_alloc_replay():
     rows = []
     for r in d["rows"]:
         first = r["first_segment_size_difference"]
-        rows.append([f"`{r['model']}`", r["batch"], f"`{r['alloc_conf']}`", r["allocs"],
+        rows.append(["held out" if r["run"] == "run2" else "first", f"`{r['model']}`",
+                     r["batch"], f"`{r['alloc_conf']}`", r["allocs"],
                      mib(r["real_reserved_peak_bytes"]), mib(r["model_reserved_peak_bytes"]),
                      pct(r["relative_error"], 2),
                      f"{r['model_segment_allocs']} / {r['real_segment_allocs']}",
                      "none" if first < 0 else f"the {first + 1}th"])
     exact = sum(1 for r in d["rows"] if r["relative_error"] == 0
                 and r["first_segment_size_difference"] < 0)
-    return table(["model", "batch", "PYTORCH_CUDA_ALLOC_CONF", "allocs", "PyTorch reserved MiB",
-                  "model reserved MiB", "error", "segments model / PyTorch",
-                  "first segment that differs"], rows) + [
+    return table(["run", "model", "batch", "PYTORCH_CUDA_ALLOC_CONF", "allocs",
+                  "PyTorch reserved MiB", "model reserved MiB", "error",
+                  "segments model / PyTorch", "first segment that differs"], rows,
+                 ["---", "---", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:"]) + [
         "", f"{exact} of {len(d['rows'])} histories reproduced segment by segment; torch "
         f"{d['rows'][0]['torch'] if d['rows'] else NA}, {d['device']}."]
 
