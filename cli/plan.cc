@@ -152,6 +152,14 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
       if (!Simulate(micro.graph, plan_result.best.checkpoint.program, plain, &plan_result.best.sim,
                     &err))
         return Error(f.common.graph + ": " + err);
+      ScoredPlan kept_all;  // the planner's baseline: every candidate kept
+      ScoreOptions keep_all;
+      keep_all.program.mode = options.accumulation;
+      keep_all.detailed = false;
+      if (!ScoreCheckpointSet(micro.graph, std::vector<bool>(micro.graph.tensors.size(), true),
+                              plain.op_cost, keep_all, &kept_all, &err))
+        return Error(f.common.graph + ": " + err);
+      plan_result.baseline_peak_bytes = kept_all.sim.peak_bytes;
     }
     std::string graph_bytes;
     if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);

@@ -635,6 +635,13 @@ def gpu_alloc_replay():
         f"{d['rows'][0]['torch'] if d['rows'] else NA}, {d['device']}."]
 
 
+@generator("search_speed.json")
+def search_speed():
+    """plan --global-batch on the Llama-2 exports, two binaries in one run
+    (bench/search_speed.py)."""
+    return bench_module("search_speed").table_lines(load("search_speed.json"))
+
+
 # --- the machinery ----------------------------------------------------------------------
 
 def pages():

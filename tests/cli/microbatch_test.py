@@ -76,6 +76,11 @@ def main():
             r.check(name + ": plan verifies at the micro-batch", rc == 0 and v["valid"],
                     describe(rc, out2, err2))
             r.check(name + ": plan's own step fits", v["peak_bytes"] <= budget)
+            # Planned with the accumulators alive, the file still describes one
+            # plain step: its predicted peak is the replay's.
+            r.check(name + ": the plan file's peak is its step's, replayed",
+                    load(plan)["predicted"]["peak_bytes"] == v["peak_bytes"],
+                    "%s %s" % (load(plan)["predicted"], v["peak_bytes"]))
         d = load(r.path("mb64.json"))
         r.check("N=64: the binary search", d["search"]["method"] == "binary"
                 and d["search"]["monotone"])
