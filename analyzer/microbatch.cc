@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "analyzer/base/units.h"
@@ -242,17 +244,20 @@ class Search {
 
   // The batch where the bytes the budget bounds reach it, if they grow as
   // c + k * batch: c from the baseline at batches 1 and 2 (what does not
-  // grow with the batch), k from the point at `over` (over the budget).
-  // 0 when the model does not apply.
+  // grow with the batch), k from the point at `over` (over the budget); 0 or
+  // less when not even batch 1 would fit. kNoGuess when the model does not
+  // apply.
+  static constexpr int64_t kNoGuess = std::numeric_limits<int64_t>::min();
   bool Guess(bool with_plan, int64_t over, int64_t* guess, std::string* err) {
-    *guess = 0;
+    *guess = kNoGuess;
     BatchPoint *one, *two, *p;
     if (!Eval(1, false, &one, err) || !Eval(2, false, &two, err) || !Eval(over, with_plan, &p, err))
       return false;
     const double c = 2.0 * BoundBytes(*one, false) - BoundBytes(*two, false);
     const double k = (static_cast<double>(BoundBytes(*p, with_plan)) - c) / over;
     if (c < 0 || k <= 0) return true;
-    *guess = static_cast<int64_t>((static_cast<double>(o_.budget_bytes) - c) / k);
+    const double at = std::floor((static_cast<double>(o_.budget_bytes) - c) / k);
+    *guess = static_cast<int64_t>(std::clamp(at, 0.0, static_cast<double>(o_.global_batch)));
     return true;
   }
 
@@ -294,9 +299,9 @@ class Search {
       int64_t mid = lo + (hi - lo) / 2;
       bool guessed = false;
       if (stalls < 2) {
-        int64_t guess = 0;
+        int64_t guess = kNoGuess;
         if (!Guess(with_plan, hi, &guess, err)) return false;
-        if (guess > 0) {
+        if (guess != kNoGuess) {
           mid = std::clamp(guess, lo + 1, hi - 1);
           guessed = true;
         }

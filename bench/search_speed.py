@@ -120,7 +120,8 @@ def table_lines(doc):
         f"{doc['machine']}, one call at a time. One rank of FSDP2 (Adam, bf16 compute, one unit "
         f"per decoder layer, seq 4096) against 80 GB, global batch {doc['per_rank']} per rank; "
         "answers: the largest micro-batch per rank without / with checkpointing; plans: the "
-        f"batch sizes the planner ran at. Bold: over the {TARGET_S} s target."]
+        f"batch sizes the planner ran at. Bold: over the {TARGET_S} s target."] + \
+        [""] * bool(doc.get("notes")) + [f"- {n}" for n in doc.get("notes", [])]
 
 
 def main():
@@ -138,9 +139,16 @@ def main():
     ap.add_argument("--json", default=os.path.join(BENCH, "results", "search_speed.json"))
     ap.add_argument("--md", default=os.path.join(BENCH, "results", "search_speed.md"))
     ap.add_argument("--from-json", action="store_true", help="only write the md again")
+    ap.add_argument("--merge", nargs="+", help="JSON files of earlier runs whose rows come first")
+    ap.add_argument("--note", action="append", default=[], help="a line under the table")
     a = ap.parse_args()
-    if a.from_json:
-        doc = json.load(open(a.json))
+    if a.from_json or a.merge:
+        doc = json.load(open(a.json)) if a.from_json else json.load(open(a.merge[0]))
+        for extra in (a.merge or [])[1:]:
+            doc["rows"] += json.load(open(extra))["rows"]
+        doc["notes"] = a.note or doc.get("notes", [])
+        with open(a.json, "w") as f:
+            json.dump(doc, f, indent=1)
         open(a.md, "w").write(render(doc))
         return 0
     doc = {"format": "memplan.bench.search_speed/1",
