@@ -89,8 +89,9 @@ def fmt_s(r):
 def answer(r):
     if r is None or r.get("seconds") is None or "error" in r:
         return "n/a"
+    b = r.get("baseline_micro_batch") or "none"
     c = r.get("checkpointed_micro_batch") if r.get("checkpointed_found") else "none"
-    return f"{r.get('baseline_micro_batch')} / {c}"
+    return f"{b} / {c}"
 
 
 def plans(r):
