@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 spec="hf:llama:hidden_size=4096,intermediate_size=11008,num_hidden_layers=32,num_attention_heads=32,num_key_value_heads=32,vocab_size=32000,max_position_embeddings=4096,seq=4096"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-/usr/bin/time -v -o "$tmp/time.txt" PYTHONPATH=python .venv/bin/python -m memplan export \
-  "$spec" --batch 1 --device meta -o "$tmp/g.json" -q >"$tmp/stats.json" 2>"$tmp/stderr.txt"
+/usr/bin/time -v -o "$tmp/time.txt" env PYTHONPATH=python .venv/bin/python -m memplan export \
+  "$spec" --batch 1 --device meta -o "$tmp/g.json" -q >"$tmp/stats.json" 2>"$tmp/stderr.txt" ||
+  { echo "llama7b_meta: the export failed:" >&2; cat "$tmp/stderr.txt" "$tmp/time.txt" >&2; exit 1; }
 build/cli/memplan analyze "$tmp/g.json" --json "$tmp/b1.json" -q
 build/cli/memplan analyze "$tmp/g.json" --set batch=4 --set seq=2048 --json "$tmp/b4.json" -q
 python3 - "$tmp" "$spec" <<'PY'

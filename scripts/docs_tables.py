@@ -642,6 +642,13 @@ def search_speed():
     return bench_module("search_speed").table_lines(load("search_speed.json"))
 
 
+@generator("export_speed.json")
+def export_speed():
+    """The Llama-2 meta exports, traces one after another vs in parallel
+    (bench/export_speed.py)."""
+    return bench_module("export_speed").table_lines(load("export_speed.json"))
+
+
 # --- the machinery ----------------------------------------------------------------------
 
 def pages():

@@ -135,6 +135,15 @@ def export_warning(kind, op, field, names, dep, base, value=None):
     return w
 
 
+def export_points(base, step):
+    """The sizes make_symbolic exports at, in the order it asks for them:
+    the 2^n corners base + step * {0, 1}^n, then the check point base + 2 * step."""
+    n = len(base)
+    corners = [tuple(base[i] + step[i] * c[i] for i in range(n))
+               for c in itertools.product((0, 1), repeat=n)]
+    return corners + [tuple(base[i] + 2 * step[i] for i in range(n))]
+
+
 def make_symbolic(export_at, names, base, step):
     """export_at(point) -> memplan.graph/1 dict at sizes `point` (a tuple, one
     value per name). base: the export sizes; step: +1 or -1 per symbol (the
@@ -144,11 +153,10 @@ def make_symbolic(export_at, names, base, step):
     count becomes a source.warnings entry (export_warning), counted in stats.
     Raises SymbolicError naming the tensor or op that cannot be expressed."""
     n = len(names)
-    graphs = {}
-    for corner in itertools.product((0, 1), repeat=n):
-        point = tuple(base[i] + step[i] * corner[i] for i in range(n))
-        graphs[corner] = export_at(point)
-    check_point = tuple(base[i] + 2 * step[i] for i in range(n))
+    points = export_points(base, step)
+    graphs = {corner: export_at(point)
+              for corner, point in zip(itertools.product((0, 1), repeat=n), points)}
+    check_point = points[-1]
     check = export_at(check_point)
     g0 = graphs[(0,) * n]
     s0 = _structure(g0)

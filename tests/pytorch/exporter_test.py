@@ -187,6 +187,46 @@ def meta_checks(check):
             check(f"{spec.split(',')[0]}: meta export ran", False, f"{type(ex).__name__}: {ex}")
 
 
+def parallel_symbolic_checks(check, tmp):
+    """The CLI's symbolic export on the meta device traces its sizes in
+    forked processes: the same file as one after another. In a process that
+    ran a backward before (autograd's threads do not survive a fork), the
+    API falls back to one after another, with a warning."""
+    import warnings
+
+    from memplan.torch import _export
+    spec = "models:gpt_small"
+    try:
+        model = mt.load_model(spec, device="meta")
+        check(f"{spec} on meta: the CLI traces in parallel (this machine's "
+              f"{os.cpu_count()} CPUs)", _export.parallel_jobs(model, {}) == (os.cpu_count() or 1))
+        check(f"{spec} on the CPU: the CLI traces in its own process",
+              _export.parallel_jobs(mt.load_model(spec), {}) == 1)
+        files = {}
+        for jobs in ("1", "3"):
+            files[jobs] = os.path.join(tmp, f"gpt_meta_jobs{jobs}.json")
+            p = subprocess.run([sys.executable, "-m", "memplan", "export", spec, "--batch", "2",
+                                "--device", "meta", "-q", "-o", files[jobs]],
+                               capture_output=True, text=True, timeout=TIMEOUT,
+                               env={**os.environ, "MEMPLAN_EXPORT_JOBS": jobs})
+            check(f"{spec} --device meta, MEMPLAN_EXPORT_JOBS={jobs}: exits 0",
+                  p.returncode == 0, p.stderr[-500:])
+        same = all(os.path.exists(f) for f in files.values()) and \
+            open(files["1"]).read() == open(files["3"]).read()
+        check(f"{spec}: the symbolic export in 3 processes is byte-identical to one", same)
+        model = mt.load_model(spec)  # this process has run backwards: fork refused
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            one = mt.export_symbolic(model, 2, name=spec)
+            many = mt.export_symbolic(model, 2, name=spec, jobs=3)
+        check(f"{spec}: after a backward, jobs=3 falls back to one process, same graph",
+              json.dumps(one, sort_keys=True) == json.dumps(many, sort_keys=True))
+        check("... and says so", any("one after another" in str(w.message) for w in caught),
+              str([str(w.message) for w in caught])[:300])
+    except Exception as ex:  # noqa: BLE001 - report and count
+        check(f"{spec}: parallel symbolic export ran", False, f"{type(ex).__name__}: {ex}")
+
+
 def symbolic_checks(check, binary, tmp):
     """Symbolic export (the CLI's default): one export at batch 2, analyzed at
     other sizes with --set, against eager steps measured at those sizes."""
@@ -467,6 +507,7 @@ def main():
         symbolic_checks(check, args.memplan, tmp)
         if mt.TORCH2:
             meta_checks(check)
+            parallel_symbolic_checks(check, tmp)
         # Forward style through the CLI: memplan lowers it itself.
         fwd = os.path.join(tmp, "cnn_fwd.json")
         p = subprocess.run([sys.executable, "-m", "memplan", "export",

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 from .. import symbolic
 from ._common import PROGRESS, default_partition, min_cut_rematerialization_partition
-from ._export import export, export_symbolic
+from ._export import export, export_symbolic, parallel_jobs
 from ._graph import dumps
 from ._measure import measure
 from ._prepare import DTYPES, cast_inputs, prepare_model
@@ -149,7 +149,8 @@ def _run_command(args):
             try:
                 graph, stats = export_symbolic(model, args.batch, args.input_shape, seq=args.seq,
                                                name=name, style=args.style, partition_fn=pf,
-                                               input_dtype=args.dtype, **kw)
+                                               input_dtype=args.dtype,
+                                               jobs=parallel_jobs(model, kw), **kw)
             except (symbolic.SymbolicError, ValueError) as e:
                 print(f"memplan export: {args.model}: {e} (export --static writes integer "
                       "shapes)", file=sys.stderr)

@@ -1,8 +1,12 @@
 """export() and export_symbolic(): a model's training step as a memplan.graph/1 dict."""
+import concurrent.futures
 import contextlib
 import copy
+import multiprocessing
+import os
 import sys
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -133,9 +137,59 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     return (graph, stats) if with_stats else graph
 
 
+def parallel_jobs(model: nn.Module, export_kw: Dict[str, Any]) -> int:
+    """The processes the CLI traces export_symbolic's sizes in: one per CPU
+    (MEMPLAN_EXPORT_JOBS overrides) for a model on the meta device, where a
+    trace runs no kernels; 1 otherwise, so measured op times and scratch
+    are not disturbed and no kernel library runs after a fork."""
+    env = os.environ.get("MEMPLAN_EXPORT_JOBS")
+    if env is not None:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"MEMPLAN_EXPORT_JOBS={env!r}: expected a whole number") from None
+    on_meta = any(t.device.type == "meta" for t in model.parameters())
+    if not on_meta or export_kw.get("times") or export_kw.get("workspace") == "measure":
+        return 1
+    return os.cpu_count() or 1
+
+
+_FORKED: Optional[Callable[[int], Any]] = None  # what a forked worker runs
+
+
+def _run_forked(k: int) -> Any:
+    torch.set_num_threads(1)
+    return _FORKED(k)
+
+
+def _each_point(fn: Callable[[int], Any], count: int, jobs: int) -> List[Any]:
+    """[fn(0), ..., fn(count - 1)], in up to `jobs` forked processes (each
+    trace is independent of the others; fork shares the model without
+    copying it). In this process when jobs is 1, fork is unavailable, or
+    autograd refuses to run after a fork (this process ran a backward
+    before: its threads do not survive one); then with a warning."""
+    global _FORKED
+    jobs = min(jobs, count)
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [fn(k) for k in range(count)]
+    _FORKED = fn
+    try:
+        with concurrent.futures.ProcessPoolExecutor(
+                max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_run_forked, range(count)))
+    except RuntimeError as e:
+        if "fork" not in str(e):
+            raise
+        warnings.warn(f"memplan export: tracing the {count} sizes one after another: {e}",
+                      stacklevel=3)
+        return [fn(k) for k in range(count)]
+    finally:
+        _FORKED = None
+
+
 def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence[int]] = None,
                     seq: Optional[int] = None, name: str = "model",
-                    input_dtype: Optional[str] = None,
+                    input_dtype: Optional[str] = None, jobs: int = 1,
                     **kw: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """export() with the sizes as symbols: `batch` always, `seq` when the
     model's example_input takes one (default: the model's own length). The
@@ -143,6 +197,8 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
     that changes is solved as a multilinear expression (memplan.symbolic), so
     `memplan analyze --set batch=64` resizes the graph without tracing again.
     input_dtype: float inputs cast to it (a bfloat16 model's inputs).
+    jobs: processes the sizes are traced in (forked; parallel_jobs is the
+    CLI's choice); the graph is the same for any number.
     Returns (graph, stats); raises symbolic.SymbolicError when some size
     cannot be expressed. A workspace or flop count that cannot be is frozen
     or dropped and named in source.warnings (memplan.symbolic), which memplan
@@ -159,28 +215,24 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
         step.append(-1)  # a model may have a maximum length (position embeddings)
         if seq < 3:
             raise ValueError(f"{name}: seq {seq}: symbolic export needs seq >= 3")
-    stats_at_base = {}
+    points = symbolic.export_points(tuple(base), tuple(step))
 
-    count = [0]
-    total = 2 ** len(names) + 1
-
-    def export_at(point):
-        sizes = dict(zip(names, point))
-        count[0] += 1
-        PROGRESS.prefix = (f"export {count[0]}/{total} ("
-                           + ", ".join(f"{k}={v}" for k, v in sizes.items()) + "): ")
+    def export_point(k):
+        sizes = dict(zip(names, points[k]))
+        PROGRESS.prefix = (f"export {k + 1}/{len(points)} ("
+                           + ", ".join(f"{n}={v}" for n, v in sizes.items()) + "): ")
         inputs = cast_inputs(example_inputs(model, sizes["batch"], input_shape,
                                             seq=sizes.get("seq")), input_dtype)
         target = make_target(model, inputs)
-        g, st = export(model, inputs, target, name=name, with_stats=True, **kw)
-        if list(point) == base:
-            stats_at_base.update(st)
-        return g
+        return export(model, inputs, target, name=name, with_stats=True, **kw)
 
     try:
-        graph, sym_stats = symbolic.make_symbolic(export_at, names, tuple(base), tuple(step))
+        exported = dict(zip(points, _each_point(export_point, len(points), jobs)))
+        graph, sym_stats = symbolic.make_symbolic(lambda point: exported[point][0], names,
+                                                  tuple(base), tuple(step))
     finally:
         PROGRESS.prefix = ""
+    stats_at_base = exported[tuple(base)][1]
     graph["symbols"]["batch"] = batch
     for w in graph.get("source", {}).get("warnings", []):
         w["exported_at"]["batch"] = batch  # the sizes the graph states
