@@ -44,18 +44,6 @@ def timed_export(python, spec, out, jobs):
             "stderr": p.stderr[-400:]}
 
 
-def commit():
-    """HEAD, with ' + local changes' when tracked files differ from it."""
-    try:
-        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "-uno"],
-                               capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "unknown"
-    return head + (" + local changes" if dirty else "")
-
-
 def markdown(doc):
     lines = ["# Meta-device export speed (issue 34, target 4)", "",
              f"{doc['date']}, {doc['cores']} CPUs, commit {doc['commit']}. "
@@ -88,7 +76,7 @@ def main():
     a = ap.parse_args()
     doc = {"format": "memplan.bench.export_speed/1",
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "cores": os.cpu_count(), "machine": platform.platform(), "commit": commit(),
+           "cores": os.cpu_count(), "machine": platform.platform(), "commit": llama_scale.commit(),
            "rows": []}
     with tempfile.TemporaryDirectory() as tmp:
         for key in a.models.split(","):

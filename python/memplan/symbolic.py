@@ -154,9 +154,9 @@ def make_symbolic(export_at, names, base, step):
     Raises SymbolicError naming the tensor or op that cannot be expressed."""
     n = len(names)
     points = export_points(base, step)
+    *corner_points, check_point = points
     graphs = {corner: export_at(point)
-              for corner, point in zip(itertools.product((0, 1), repeat=n), points)}
-    check_point = points[-1]
+              for corner, point in zip(itertools.product((0, 1), repeat=n), corner_points)}
     check = export_at(check_point)
     g0 = graphs[(0,) * n]
     s0 = _structure(g0)
