@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "analyzer/base/units.h"
+
 namespace memplan::alloc {
 namespace {
 
@@ -56,8 +58,6 @@ bool ParseCount(const std::string& token, int64_t* value) {
   *value = v;
   return true;
 }
-
-bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 class Parser {
  public:

@@ -16,8 +16,6 @@ namespace {
 
 constexpr int64_t kLowestAddress = std::numeric_limits<int64_t>::min();
 
-bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
-
 int64_t RoundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }

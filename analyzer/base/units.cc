@@ -80,6 +80,10 @@ std::string FormatBytes(int64_t bytes) {
   return fmt::format("{:.2f} {}", v, kNames[u]);
 }
 
+std::string FormatBytesExact(int64_t bytes) {
+  return fmt::format("{} ({} bytes)", FormatBytes(bytes), bytes);
+}
+
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),

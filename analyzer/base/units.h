@@ -16,6 +16,12 @@ bool ParseSize(std::string_view text, int64_t* bytes, std::string* err);
 // 1536 -> "1.50 KiB"; below 1 KiB -> "512 B".
 std::string FormatBytes(int64_t bytes);
 
+// 1536 -> "1.50 KiB (1536 bytes)": FormatBytes with the exact count beside.
+std::string FormatBytesExact(int64_t bytes);
+
+// 1, 2, 4, ...; false for 0 and negative values.
+constexpr bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
 // ASCII case-insensitive equality (preset names: "H100" is "h100").
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 

@@ -19,8 +19,6 @@ using ojson = nlohmann::ordered_json;
 
 constexpr int kMaxToleranceDecimals = 9;
 
-std::string Bytes(int64_t b) { return fmt::format("{} ({} bytes)", FormatBytes(b), b); }
-
 }  // namespace
 
 bool ParseTolerance(std::string_view text, Tolerance* out, std::string* err) {
@@ -162,10 +160,12 @@ CheckResult EvaluateCheck(const CheckInput& in) {
     budget.actual_bytes = actual;
     budget.passed = actual <= in.budget_bytes;
     budget.message =
-        budget.passed ? fmt::format("{} {} fits the budget {} ({} to spare)", what, Bytes(actual),
-                                    Bytes(in.budget_bytes), FormatBytes(in.budget_bytes - actual))
-                      : fmt::format("{} {} is over the budget {} by {}", what, Bytes(actual),
-                                    Bytes(in.budget_bytes), Bytes(actual - in.budget_bytes));
+        budget.passed
+            ? fmt::format("{} {} fits the budget {} ({} to spare)", what, FormatBytesExact(actual),
+                          FormatBytesExact(in.budget_bytes), FormatBytes(in.budget_bytes - actual))
+            : fmt::format("{} {} is over the budget {} by {}", what, FormatBytesExact(actual),
+                          FormatBytesExact(in.budget_bytes),
+                          FormatBytesExact(actual - in.budget_bytes));
     r.conditions.push_back(budget);
   }
   if (in.has_baseline) {
@@ -274,7 +274,7 @@ namespace {
 
 std::string Shown(const CheckCondition& c, bool expected) {
   if (!c.bytes) return expected ? c.expected_text : c.actual_text;
-  return Bytes(expected ? c.expected_bytes : c.actual_bytes);
+  return FormatBytesExact(expected ? c.expected_bytes : c.actual_bytes);
 }
 
 std::string Title(const CheckCondition& c) {
@@ -311,13 +311,13 @@ std::string CheckOutput(const CheckInput& in, const CheckResult& r, CheckFormat 
         out += fmt::format("  loop      {}\n", OutputsHeldPhrase(in.outputs_held));
       out += fmt::format("  program   {}\n", program);
       if (in.plan_valid)
-        out += fmt::format("  peak      {}{}\n", Bytes(in.peak_bytes),
+        out += fmt::format("  peak      {}{}\n", FormatBytesExact(in.peak_bytes),
                            in.peak_op.empty() ? ""
                                               : fmt::format(" at step {}, while \"{}\" runs",
                                                             in.peak_step, in.peak_op));
       if (in.plan_valid && in.reserved_peak_bytes >= 0)
         out += fmt::format("  reserved  {} at most by PyTorch's caching allocator (steady state)\n",
-                           Bytes(in.reserved_peak_bytes));
+                           FormatBytesExact(in.reserved_peak_bytes));
       for (const CheckCondition& c : r.conditions)
         out += fmt::format("  {}      {}: {}\n", c.passed ? "ok  " : "FAIL", Title(c), c.message);
       out += fmt::format("result: {}\n", r.passed ? "passed" : "FAILED");
@@ -334,7 +334,8 @@ std::string CheckOutput(const CheckInput& in, const CheckResult& r, CheckFormat 
       out += fmt::format("### memplan check: {} `{}`\n\n", r.passed ? "passed" : "FAILED",
                          in.graph_file);
       out += fmt::format("Program: {}.", program);
-      if (in.plan_valid) out += fmt::format(" Predicted peak: **{}**.", Bytes(in.peak_bytes));
+      if (in.plan_valid)
+        out += fmt::format(" Predicted peak: **{}**.", FormatBytesExact(in.peak_bytes));
       out += "\n\n| condition | expected | actual | result |\n|---|---:|---:|---|\n";
       for (const CheckCondition& c : r.conditions)
         out += fmt::format("| {} (`{}`) | {} | {} | {} |\n", Title(c), MarkdownCell(c.condition),

@@ -14,6 +14,12 @@ vision,hf]`, no checkout on PYTHONPATH, then
   libstdc++, libgcc and zlib (auditwheel copied the rest in).
 
     wheel_test.py --wheel-dir build/wheelhouse --memplan build/cli/memplan
+
+The install takes the extras' newest releases memplan is tested on
+(requirements/torch-newest.txt as pip constraints): what PyPI published
+this morning must not decide whether CI passes, and .venv-newest has put
+those very wheels in pip's cache. A failed install prints pip's own error
+lines and the free disk space.
 """
 import argparse
 import glob
@@ -30,11 +36,20 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
 from checks import Checks  # noqa: E402
 
+CONSTRAINTS = os.path.join(ROOT, "requirements", "torch-newest.txt")
 TOLERANCE = 0.005
 # What the manylinux policy lets a wheel take from the system (auditwheel
 # grafts everything else into memplan.libs/).
 SYSTEM_LIBS = ("linux-vdso", "libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so",
                "ld-linux", "libstdc++.so", "libgcc_s.so", "libz.so")
+
+
+def pip_failure(p, where):
+    """pip's stderr without the lines about index folders that this machine
+    lacks (they can fill the whole tail), and the free disk space."""
+    lines = [x for x in p.stderr.splitlines() if "it is neither a file nor a directory" not in x]
+    free = shutil.disk_usage(where).free / 2**30
+    return "\n".join([f"exit {p.returncode}, {free:.1f} GiB free in {where}", *lines[-40:]])
 
 
 def clean_env():
@@ -81,9 +96,10 @@ def main():
         t = time.time()
         p = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
                  *(["--force-reinstall", "--no-deps"] if reuse else []),
-                 wheel + "[torch,vision,hf]"], tmp, timeout=1800)
-        if not check(f"pip install WHEEL[torch,vision,hf] ({time.time() - t:.0f} s)",
-                     p.returncode == 0, "" if p.returncode == 0 else p.stderr[-1500:]):
+                 "-c", CONSTRAINTS, wheel + "[torch,vision,hf]"], tmp, timeout=1800)
+        if not check(f"pip install WHEEL[torch,vision,hf] -c {os.path.relpath(CONSTRAINTS, ROOT)}"
+                     f" ({time.time() - t:.0f} s)",
+                     p.returncode == 0, "" if p.returncode == 0 else pip_failure(p, tmp)):
             return 1
         bare_checks(check, args.python, wheel, tmp)
         cli_checks(check, memplan, args.memplan, tmp)
@@ -102,7 +118,8 @@ def bare_checks(check, python, wheel, tmp):
         return
     py, memplan = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "memplan")
     p = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel], tmp)
-    if not check("pip install WHEEL (no extras)", p.returncode == 0, p.stderr[-1500:]):
+    if not check("pip install WHEEL (no extras)", p.returncode == 0,
+                 "" if p.returncode == 0 else pip_failure(p, tmp)):
         return
     p = run([memplan, "analyze", os.path.join(ROOT, "examples", "mlp.graph.json"), "-q"], tmp)
     check("no extras: memplan analyze runs without torch", p.returncode == 0, p.stderr[-500:])

@@ -46,8 +46,6 @@ const char* KindColor(TensorKind k) {
   return "#000000";
 }
 
-std::string Bytes(int64_t b) { return fmt::format("{} ({} bytes)", FormatBytes(b), b); }
-
 // The op a step runs, or "" for a free step / the resident set.
 std::string StepOp(const Graph& g, const Program& p, int step) {
   if (step < 0 || step >= static_cast<int>(p.steps.size()) || !p.steps[step].IsRun()) return "";
@@ -204,11 +202,12 @@ class ReportPage {
                     in_.jg->lowered ? "lowered from forward-only" : "joint"));
     if (g_.outputs_held) Row("loop", OutputsHeldPhrase(g_.outputs_held));
     Row("program", fmt::format("{}, {} steps", in_.program_label, n_));
-    Row("predicted peak", Bytes(sim_.peak_bytes) + " at " + StepWhat(g_, p_, sim_, peak_));
-    Row("resident", Bytes(sim_.start_bytes));
+    Row("predicted peak",
+        FormatBytesExact(sim_.peak_bytes) + " at " + StepWhat(g_, p_, sim_, peak_));
+    Row("resident", FormatBytesExact(sim_.start_bytes));
     if (m_) {
       Row("measured peak",
-          fmt::format("{} at {} ({}{}{}, {})", Bytes(m_->peak_bytes),
+          fmt::format("{} at {} ({}{}{}, {})", FormatBytesExact(m_->peak_bytes),
                       StepWhat(g_, p_, sim_, m_->peak_step),
                       m_->backend.empty() ? "backend ?" : m_->backend,
                       m_->device_name.empty() ? "" : " ", m_->device_name, m_->file));
@@ -469,9 +468,10 @@ class ReportPage {
     Add(fmt::format("<h2>Plan {}</h2>\n", Escape(in_.plan_file)));
     Add(fmt::format(
         "<p>budget {}, {}; predicted peak {} (baseline {}), recompute cost {:.4g} {}</p>\n",
-        Escape(Bytes(plan.budget_bytes)), plan.feasible ? "fits" : "does not fit",
-        Escape(Bytes(plan.predicted.peak_bytes)), Escape(Bytes(plan.predicted.baseline_peak_bytes)),
-        plan.predicted.recompute_cost, Escape(plan.predicted.cost_unit)));
+        Escape(FormatBytesExact(plan.budget_bytes)), plan.feasible ? "fits" : "does not fit",
+        Escape(FormatBytesExact(plan.predicted.peak_bytes)),
+        Escape(FormatBytesExact(plan.predicted.baseline_peak_bytes)), plan.predicted.recompute_cost,
+        Escape(plan.predicted.cost_unit)));
     if (!plan.modules.empty()) {
       Add("<p>Modules to wrap in checkpoint():</p>\n<ul id=\"modules\">\n");
       for (const std::string& mod : plan.modules) Add("<li>" + Escape(mod) + "</li>\n");

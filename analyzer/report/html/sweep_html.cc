@@ -17,8 +17,6 @@ constexpr const char* kChosenColor = "#ff7f0e";
 constexpr const char* kFloorColor = "#2ca02c";
 constexpr const char* kBaselineColor = "#d62728";
 
-std::string Bytes(int64_t b) { return fmt::format("{} ({} bytes)", FormatBytes(b), b); }
-
 // A cost tick step of 1, 2 or 5 times a power of ten, at most ~6 ticks.
 double CostTick(double max) {
   double step = std::pow(10.0, std::floor(std::log10(std::max(max, 1e-12))));
@@ -166,11 +164,12 @@ bool RenderSweepHtml(const SweepHtmlInput& in, std::string* html, std::string* e
                   Escape(in.cost_unit)));
   for (const SweepPoint& p : pts) {
     bool chosen = p.budget_bytes == c.budget_bytes;
-    add(fmt::format(
-        "<tr{}><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td>"
-        "<td class=\"n\">{:.4g}</td><td class=\"n\">{}</td></tr>\n",
-        chosen ? " class=\"chosen\"" : "", Escape(Bytes(p.budget_bytes)), p.feasible ? "yes" : "no",
-        Escape(FormatBytes(p.peak_bytes)), p.recompute_cost, overhead(p.recompute_cost)));
+    add(
+        fmt::format("<tr{}><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td>"
+                    "<td class=\"n\">{:.4g}</td><td class=\"n\">{}</td></tr>\n",
+                    chosen ? " class=\"chosen\"" : "", Escape(FormatBytesExact(p.budget_bytes)),
+                    p.feasible ? "yes" : "no", Escape(FormatBytes(p.peak_bytes)), p.recompute_cost,
+                    overhead(p.recompute_cost)));
   }
   add("</table>\n</body>\n</html>\n");
   *html = std::move(o);
