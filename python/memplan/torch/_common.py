@@ -86,7 +86,7 @@ PROGRESS = Progress(enabled=False)  # the CLI turns it on for a terminal
 # The releases memplan.torch is tested on (requirements/torch-*.txt): the
 # oldest and the newest of each. Others get one warning naming these.
 TESTED_TORCH = ("2.14.1", "2.15.0")
-TESTED_TRANSFORMERS = ("4.57.6", "5.24.0")
+TESTED_TRANSFORMERS = ("4.57.6", "5.25.0")
 _warned = set()
 
 
