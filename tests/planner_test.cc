@@ -273,6 +273,33 @@ TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written
   CHECK(improved >= 3);
 }
 
+TEST_CASE("planner: with no set that fits, the drop rounds stop at the same cap") {
+  int graphs = 0, fewer_programs = 0;
+  for (uint32_t seed = 1; graphs < 10 && seed < 400; ++seed) {
+    Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 40));
+    const int64_t budget = PeakLowerBound(g) - 1;  // below the floor: nothing fits
+    PlannerOptions options;
+    options.algorithm = PlanAlgorithm::kGreedy;
+    options.local_search = false;
+    PlanResult full, capped;
+    std::string err;
+    REQUIRE(PlanCheckpoints(g, budget, options, &full, &err));
+    options.greedy_drop_op_replays = 1;  // one drop round
+    REQUIRE(PlanCheckpoints(g, budget, options, &capped, &err));
+    if (full.evaluations <= capped.evaluations + 1) continue;  // few rounds either way
+    ++graphs;
+    CAPTURE(seed);
+    CHECK_FALSE(capped.feasible);
+    CHECK_FALSE(capped.search_complete);
+    // The lowest peak met is reported, never one below what the rounds met.
+    CHECK(capped.min_feasible_peak_bytes >= full.min_feasible_peak_bytes);
+    CHECK(capped.min_feasible_peak_bytes == capped.best.sim.peak_bytes);
+    fewer_programs += capped.evaluations < full.evaluations;
+  }
+  CHECK(graphs == 10);
+  CHECK(fewer_programs == 10);
+}
+
 TEST_CASE("planner: the examples fit at 70% of their baseline peak") {
   for (const char* name : {"mlp.graph.json", "gpt_tiny.graph.json", "densenet_toy.graph.json",
                            "cnn_small.joint.graph.json", "mlp_torch.joint.graph.json"}) {

@@ -27,9 +27,8 @@ bool Search::DropRounds(ScoredPlan* current, DropRoundState* state) {
   for (double c : costs_) max_cost = std::max(max_cost, c);
   const double epsilon = max_cost * 1e-9 + 1e-12;
   std::vector<int64_t> bytes_at_peak(groups_.size(), 0);
-  // While a seed fits, drop rounds stop after about
-  // options_.greedy_drop_op_replays op runs (tight budgets can take
-  // thousands of rounds of a few groups each).
+  // Drop rounds stop after about options_.greedy_drop_op_replays op runs
+  // (tight budgets can take thousands of rounds of a few groups each).
   const int64_t max_rounds =
       std::max<int64_t>(1, options_.greedy_drop_op_replays /
                                std::max<int64_t>(1, static_cast<int64_t>(g_.ops.size())));
@@ -49,6 +48,9 @@ bool Search::DropRounds(ScoredPlan* current, DropRoundState* state) {
       FromBestSeed(current, &state->dropped);
       break;
     }
+    // While none fits, the same cap ends them: the lowest peak met is the
+    // answer (infeasible, search_complete false).
+    if (!result_->feasible && rounds > max_rounds) break;
     std::fill(bytes_at_peak.begin(), bytes_at_peak.end(), 0);
     std::vector<int> touched;
     for (const LiveBuffer& lb : current->sim.live_at_peak) {
