@@ -77,8 +77,8 @@
 // double while they fit; after one does not, a binary search finds how much
 // of it fits). The drop rounds stop when the peak fits, or when nothing alive
 // at the peak can be dropped or kept (infeasible: the lowest peak met is
-// reported), or after about greedy_drop_op_replays op runs (then, when no
-// seed fits, the lowest peak met is reported, search_complete false), or,
+// reported), or after about greedy_drop_op_replays op runs (4x that when no
+// seed fits: the lowest peak met is reported, search_complete false), or,
 // when a seed fits (the hand-written and chain sets are scored first; at
 // module and sac granularity, every module wrapped), when the rounds stall above the budget
 // (on graphs of 2,000 groups or more: the rate at which the lowest peak fell
