@@ -77,8 +77,11 @@
 // double while they fit; after one does not, a binary search finds how much
 // of it fits). The drop rounds stop when the peak fits, or when nothing alive
 // at the peak can be dropped or kept (infeasible: the lowest peak met is
-// reported), or after about greedy_drop_op_replays op runs (4x that when no
-// seed fits: the lowest peak met is reported, search_complete false), or,
+// reported; when no seed fits either, the rounds run once more from the
+// baseline, giving up the each-use switches for pins after 64 rounds without
+// a lower peak, and the lower of the two is kept), or after about
+// greedy_drop_op_replays op runs (4x that when no seed fits: the lowest peak
+// met is reported, search_complete false), or,
 // when a seed fits (the hand-written and chain sets are scored first; at
 // module and sac granularity, every module wrapped), when the rounds stall above the budget
 // (on graphs of 2,000 groups or more: the rate at which the lowest peak fell
@@ -189,7 +192,8 @@ struct PlannerOptions {
   int module_depth = 2;  // "h.0.attn.c_attn" -> module "h.0"
   // The greedy's drop rounds stop after replaying about this many op runs
   // in all when a seed (a hand-written or chain set) fits the budget; it
-  // then keeps again from the cheapest seed that fits.
+  // then keeps again from the cheapest seed that fits (4x as many when none
+  // fits).
   int64_t greedy_drop_op_replays = 10000000;
   // The greedy's plan is improved by local search (Improve above); false:
   // the greedy alone.

@@ -152,6 +152,9 @@ class Search {
     std::vector<bool> pinned;          // by group: kept again for good
     std::vector<bool> each_use_tried;  // by group: switched to each use once
     bool orders_tried = false;         // OrderFlips ran
+    // The second pass (nothing fit after the first): once the lowest peak
+    // stalls, the each-use switches are given up for pins.
+    bool pin_when_stalled = false;
     // The lowest peak met before each round (of any kind: drops, each-use
     // switches, order flips, pins), for Stalled.
     std::vector<int64_t> lows;

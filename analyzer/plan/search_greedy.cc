@@ -14,11 +14,36 @@ namespace memplan::plan_search {
 // 4x, as unbounded).
 constexpr int64_t kInfeasibleRounds = 4;
 
+// Second pass: this many rounds without a lower peak end the switches.
+constexpr size_t kStalledSwitchRounds = 64;
+
+namespace {
+// True when the last `window` rounds met no lower peak than the one before them.
+bool NoLowerFor(const std::vector<int64_t>& lows, size_t window) {
+  return lows.size() > window && lows[lows.size() - 1 - window] == lows.back();
+}
+}  // namespace
+
 bool Search::Greedy(ScoredPlan current) {
-  DropRoundState state;
-  state.pinned.assign(groups_.size(), false);
-  state.each_use_tried.assign(groups_.size(), false);
+  const ScoredPlan baseline = current;
+  auto fresh_state = [this](bool pin_when_stalled) {
+    DropRoundState state;
+    state.pinned.assign(groups_.size(), false);
+    state.each_use_tried.assign(groups_.size(), false);
+    state.pin_when_stalled = pin_when_stalled;
+    return state;
+  };
+  DropRoundState state = fresh_state(false);
   if (!DropRounds(&current, &state)) return false;
+  if (current.sim.peak_bytes > budget_ && !result_->feasible) {
+    // Nothing fits: once more from the baseline, pinning where the each-use
+    // switches stall (on op chains that reaches peaks the switches do not;
+    // the lowest peak of both passes is kept).
+    SetDecisions(baseline);
+    current = baseline;
+    state = fresh_state(true);
+    if (!DropRounds(&current, &state)) return false;
+  }
   if (current.sim.peak_bytes > budget_) {
     if (!result_->feasible) return true;     // infeasible for greedy and the seeds
     FromBestSeed(&current, &state.dropped);  // stuck above the budget where a seed fits
@@ -70,6 +95,8 @@ bool Search::DropRounds(ScoredPlan* current, DropRoundState* state) {
       droppable.emplace_back(
           static_cast<double>(bytes_at_peak[grp]) / (groups_[grp].cost + epsilon), grp);
     if (droppable.empty()) {
+      if (state->pin_when_stalled && NoLowerFor(lows, kStalledSwitchRounds))
+        std::fill(state->each_use_tried.begin(), state->each_use_tried.end(), true);
       bool stuck = false;
       if (!RecomputedPeakRound(current, state, &stuck)) return false;
       if (stuck) break;
