@@ -34,8 +34,6 @@ std::string StepName(const Graph& g, const Program& p, int step) {
 // Microseconds to the nanosecond: enough for any op, and short.
 double RoundUs(double us) { return std::round(us * 1000.0) / 1000.0; }
 
-std::string Bytes(int64_t b) { return fmt::format("{} ({} bytes)", FormatBytes(b), b); }
-
 std::string Us(double us) {
   if (us >= 1e6) return fmt::format("{:.3f} s", us / 1e6);
   if (us >= 1e3) return fmt::format("{:.3f} ms", us / 1e3);
@@ -188,11 +186,11 @@ std::string ProfileSummary(const JointGraph& jg, const ProfiledProgram& p, const
   } else {
     where = " before the first step";
   }
-  line(fmt::format("  predicted {}{}", Bytes(sim.peak_bytes), where));
+  line(fmt::format("  predicted {}{}", FormatBytesExact(sim.peak_bytes), where));
   std::string verdict = c.exact
                             ? "every step matches the prediction"
                             : fmt::format("{:+.4f}% of the prediction", c.relative_error * 100.0);
-  line(fmt::format("  measured  {}{}, {} ({})", Bytes(r.measured_peak_bytes),
+  line(fmt::format("  measured  {}{}, {} ({})", FormatBytesExact(r.measured_peak_bytes),
                    r.measured_peak_step >= 0 ? fmt::format(" at step {}", r.measured_peak_step)
                                              : std::string(" before the first step"),
                    verdict,
@@ -200,7 +198,7 @@ std::string ProfileSummary(const JointGraph& jg, const ProfiledProgram& p, const
   if (!c.exact) line("  diverges  first at " + DivergenceText(g, *p.program, sim, r));
   if (r.device_peak_bytes >= 0)
     line(fmt::format("  device    {} in use over the start at the most (cudaMemGetInfo)",
-                     Bytes(r.device_peak_bytes)));
+                     FormatBytesExact(r.device_peak_bytes)));
   if (r.cupti)
     line(
         fmt::format("  cupti     {} memory records ({} tagged by step, {} by time), {} kernel/copy "

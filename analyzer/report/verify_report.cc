@@ -31,7 +31,6 @@ std::string VerifySummary(const JointGraph& jg, const std::string& plan_file, co
                           const Verification& v) {
   const Graph& g = jg.graph;
   const SimResult& sim = v.sim;
-  auto bytes = [](int64_t b) { return fmt::format("{} ({} bytes)", FormatBytes(b), b); };
   std::string name = g.name.empty() ? "(unnamed)" : g.name;
   std::string out = fmt::format("memplan verify {} {}\n", jg.file, plan_file);
   if (jg.lowered)
@@ -48,19 +47,21 @@ std::string VerifySummary(const JointGraph& jg, const std::string& plan_file, co
                      v.sha_matches ? "matches the graph file" : "DOES NOT MATCH the graph file");
   if (!v.valid) {
     out += fmt::format("  result    INVALID: {}\n", v.error);
-    out += fmt::format("  predicted {} (not replayed)\n", bytes(plan.predicted.peak_bytes));
+    out +=
+        fmt::format("  predicted {} (not replayed)\n", FormatBytesExact(plan.predicted.peak_bytes));
   } else {
     out += "  result    valid\n";
     if (sim.peak_step >= 0) {
       const Op& op = g.ops[plan.program.steps[sim.peak_step].op];
       out += fmt::format("  peak      {} at step {}, while \"{}\" runs ({})\n",
-                         bytes(sim.peak_bytes), sim.peak_step, op.id,
+                         FormatBytesExact(sim.peak_bytes), sim.peak_step, op.id,
                          sim.recompute[sim.peak_step] ? "recompute" : PhaseName(op.phase));
     } else {
-      out += fmt::format("  peak      {} before the first step\n", bytes(sim.peak_bytes));
+      out +=
+          fmt::format("  peak      {} before the first step\n", FormatBytesExact(sim.peak_bytes));
     }
     int64_t diff = plan.predicted.peak_bytes - sim.peak_bytes;
-    out += fmt::format("  predicted {}, {}\n", bytes(plan.predicted.peak_bytes),
+    out += fmt::format("  predicted {}, {}\n", FormatBytesExact(plan.predicted.peak_bytes),
                        diff == 0 ? std::string("as replayed")
                                  : fmt::format("{} bytes {} than replayed", diff < 0 ? -diff : diff,
                                                diff < 0 ? "less" : "more"));
@@ -70,9 +71,9 @@ std::string VerifySummary(const JointGraph& jg, const std::string& plan_file, co
   if (plan.budget_bytes == 0)
     out += "  budget    none (budget_bytes 0)\n";
   else if (v.within_budget < 0)
-    out += fmt::format("  budget    {}\n", bytes(plan.budget_bytes));
+    out += fmt::format("  budget    {}\n", FormatBytesExact(plan.budget_bytes));
   else
-    out += fmt::format("  budget    {}: {}\n", bytes(plan.budget_bytes),
+    out += fmt::format("  budget    {}: {}\n", FormatBytesExact(plan.budget_bytes),
                        v.within_budget ? "the replayed peak is within it" : "OVER BUDGET");
   return out;
 }
