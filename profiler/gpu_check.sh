@@ -163,7 +163,8 @@ else
   cuda=(-DMEMPLAN_WITH_CUDA=ON)
   ((DRY_RUN)) && cuda=(-DMEMPLAN_WITH_CUDA=AUTO)
   if timed 120 "$WORK/logs/configure.txt" cmake -S "$ROOT" -B "$WORK/build" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON -DMEMPLAN_BUILD_TESTS=OFF -DMEMPLAN_WITH_ONNX=OFF "${cuda[@]}" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON -DMEMPLAN_BUILD_TESTS=OFF \
+    -DMEMPLAN_WITH_ONNX=OFF "${cuda[@]}" \
     "${hdr[@]}" &&
     timed "${MEMPLAN_BUILD_TIMEOUT:-300}" "$WORK/logs/build.txt" cmake --build "$WORK/build" -j "$(nproc)" --target memplan; then
     MEMPLAN=$WORK/build/cli/memplan

@@ -50,8 +50,8 @@ stage() {
 # time); the ASan build compiles file by file, which keeps each file's own
 # includes checked.
 build_main() {
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON -DMEMPLAN_BUILD_TESTS=ON \
-    -DMEMPLAN_WITH_CUDA=ON -DMEMPLAN_WITH_ONNX=ON >/dev/null
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD=ON \
+    -DMEMPLAN_BUILD_TESTS=ON -DMEMPLAN_WITH_CUDA=ON -DMEMPLAN_WITH_ONNX=ON >/dev/null
   cmake --build "$build" -j2
 }
 # The wheel (pyproject.toml) from the same build folder and options: only the

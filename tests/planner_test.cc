@@ -273,7 +273,7 @@ TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written
   CHECK(improved >= 3);
 }
 
-TEST_CASE("planner: with no set that fits, the drop rounds stop at the same cap") {
+TEST_CASE("planner: with no set that fits, the drop rounds stop at their cap") {
   int graphs = 0, fewer_programs = 0;
   for (uint32_t seed = 1; graphs < 10 && seed < 400; ++seed) {
     Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 40));

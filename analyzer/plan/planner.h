@@ -81,9 +81,9 @@
 // baseline, giving up the each-use switches for pins after 64 rounds without
 // a lower peak, and the lower of the two is kept), or after about
 // greedy_drop_op_replays op runs (4x that when no seed fits: the lowest peak
-// met is reported, search_complete false), or,
-// when a seed fits (the hand-written and chain sets are scored first; at
-// module and sac granularity, every module wrapped), when the rounds stall above the budget
+// met is reported, search_complete false), or, when a seed fits (the
+// hand-written and chain sets are scored first; at module and sac
+// granularity, every module wrapped), when the rounds stall above the budget
 // (on graphs of 2,000 groups or more: the rate at which the lowest peak fell
 // over the last 8 rounds of any kind would not reach the budget within that
 // bound), or when their plan costs over 4x that seed: the keep-again then

@@ -156,7 +156,7 @@ class Search {
     // stalls, the each-use switches are given up for pins.
     bool pin_when_stalled = false;
     // The lowest peak met before each round (of any kind: drops, each-use
-    // switches, order flips, pins), for Stalled.
+    // switches, order flips, pins), for Stalled and the second pass.
     std::vector<int64_t> lows;
   };
   // current: the baseline (every group kept), scored in detail.
