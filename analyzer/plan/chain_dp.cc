@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "analyzer/plan/pareto_front.h"
 #include "analyzer/sim/checkpoint.h"
 #include "analyzer/sim/simulator.h"
 
@@ -207,79 +208,6 @@ int64_t Terms(const StageModel& M, int j, int k) {
   return t_max;
 }
 
-struct Point {
-  // D: held bytes dropped before the node, less the kept cuts no backward op
-  // reads that wait there for a recomputation.
-  int64_t dropped = 0;
-  double cost = 0;
-  int from_node = -1, from_point = -1;
-};
-
-// Keeps the points no other beats on both dropped bytes (more is better) and
-// cost (less is better). Past 2 x max_front points, the range of dropped
-// bytes is cut into max_front equal buckets, each keeping its first point
-// (most dropped: what feasibility needs) and its cheapest.
-bool Before(const Point& a, const Point& b) {
-  return a.dropped != b.dropped ? a.dropped > b.dropped : a.cost < b.cost;
-}
-
-// Merges front's sorted runs (run_ends: their ends; the first starts at 0)
-// pairwise, level by level, through scratch: O(n log runs), stable (equal
-// points keep their runs' order, as one merge after another would).
-void MergeRuns(std::vector<Point>* front, const std::vector<size_t>& run_ends,
-               std::vector<Point>* scratch) {
-  std::vector<size_t> bounds = {0};
-  bounds.insert(bounds.end(), run_ends.begin(), run_ends.end());
-  auto at = [](std::vector<Point>* v, size_t i) { return v->begin() + static_cast<ptrdiff_t>(i); };
-  while (bounds.size() > 2) {
-    scratch->resize(front->size());
-    std::vector<size_t> next = {0};
-    for (size_t i = 0; i + 1 < bounds.size(); i += 2) {
-      if (i + 2 < bounds.size()) {
-        std::merge(at(front, bounds[i]), at(front, bounds[i + 1]), at(front, bounds[i + 1]),
-                   at(front, bounds[i + 2]), at(scratch, bounds[i]), Before);
-        next.push_back(bounds[i + 2]);
-      } else {
-        std::copy(at(front, bounds[i]), at(front, bounds[i + 1]), at(scratch, bounds[i]));
-        next.push_back(bounds[i + 1]);
-      }
-    }
-    front->swap(*scratch);
-    bounds = std::move(next);
-  }
-}
-
-// front: sorted runs, one per source node, run_ends their ends.
-void Prune(std::vector<Point>* front, const std::vector<size_t>& run_ends, int max_front,
-           std::vector<Point>* scratch) {
-  MergeRuns(front, run_ends, scratch);
-  std::vector<Point> kept;
-  for (const Point& p : *front)
-    if (kept.empty() || p.cost < kept.back().cost) kept.push_back(p);
-  if (max_front > 0 && static_cast<int>(kept.size()) > 2 * max_front) {
-    const int64_t top = kept.front().dropped;
-    const int64_t width = (top - kept.back().dropped) / max_front + 1;
-    std::vector<Point> thinned;
-    int64_t bucket = -1;
-    bool two = false;  // the bucket holds its first and its cheapest point
-    for (const Point& p : kept) {
-      const int64_t b = (top - p.dropped) / width;
-      if (b != bucket) {
-        thinned.push_back(p);
-        bucket = b;
-        two = false;
-      } else if (!two) {
-        thinned.push_back(p);
-        two = true;
-      } else {
-        thinned.back() = p;  // cheaper than the one it replaces
-      }
-    }
-    kept = std::move(thinned);
-  }
-  *front = std::move(kept);
-}
-
 }  // namespace
 
 bool PlanChain(const Graph& g, int64_t budget_bytes, const std::vector<double>& op_costs,
@@ -299,18 +227,21 @@ bool PlanChain(const Graph& g, const ChainStages& st, int64_t budget_bytes,
   const int m = M.m;
   if (M.start_bytes > budget_bytes) return true;
   const int64_t B = budget_bytes;
-  std::vector<std::vector<Point>> fronts(m + 2);
-  std::vector<size_t> run_ends;
-  std::vector<Point> scratch;  // Prune's merge buffer, reused
+  // fronts[k]: the ways to reach kept stage k; a point's dropped bytes are
+  // the held bytes dropped before k, less the kept cuts no backward op reads
+  // that wait there for a recomputation (D).
+  std::vector<std::vector<FrontPoint>> fronts(m + 2);
+  std::vector<FrontRun> runs;
+  FrontScratch scratch;
   // One round of the DP with runs of at most max_run stages.
   auto run_dp = [&](int max_run) {
-    for (std::vector<Point>& front : fronts) front.clear();
-    fronts[0].push_back(Point{});
+    for (std::vector<FrontPoint>& front : fronts) front.clear();
+    fronts[0].push_back(FrontPoint{});
     for (int k = 1; k <= m + 1; ++k) {
-      std::vector<Point>& out = fronts[k];
+      std::vector<FrontPoint>& out = fronts[k];
       int64_t max_x = kNone, max_bw = kNone, max_y = kNone;
       const int top_k = M.last_needed[k - 1];
-      run_ends.clear();
+      runs.clear();
       for (int j = k - 1; j >= std::max(0, k - 1 - max_run); --j) {
         // Grow the running maxima to cover stages j+1.. for this j.
         if (j + 2 <= std::min(k, m))
@@ -333,14 +264,14 @@ bool PlanChain(const Graph& g, const ChainStages& st, int64_t budget_bytes,
           cost = M.C[top_k] - M.C[j];
         }
         const int64_t need = terms - B;  // D_j >= need
-        const std::vector<Point>& in = fronts[j];
+        const std::vector<FrontPoint>& in = fronts[j];
         // Sorted by dropped bytes, most first: the valid points are a prefix.
-        for (size_t p = 0; p < in.size() && in[p].dropped >= need; ++p)
-          out.push_back(
-              Point{in[p].dropped + group - ex, in[p].cost + cost, j, static_cast<int>(p)});
-        run_ends.push_back(out.size());
+        const auto valid = std::partition_point(
+            in.begin(), in.end(), [&](const FrontPoint& p) { return p.dropped >= need; });
+        runs.push_back(FrontRun{j, static_cast<int>(valid - in.begin()), group - ex, cost});
       }
-      Prune(&out, run_ends, options.max_front, &scratch);
+      MergeFronts(fronts, runs, &out, &scratch);
+      ThinFront(&out, options.max_front);
     }
   };
   // Without a bound, one round. With one: rounds of max_run, 4x as long,
@@ -358,7 +289,7 @@ bool PlanChain(const Graph& g, const ChainStages& st, int64_t budget_bytes,
   plan->cost = fronts[node][point].cost;
   plan->modeled_peak_bytes = M.start_bytes;
   while (node > 0) {
-    const Point& p = fronts[node][point];
+    const FrontPoint& p = fronts[node][point];
     kept_stage[node] = true;
     plan->modeled_peak_bytes =
         std::max(plan->modeled_peak_bytes,

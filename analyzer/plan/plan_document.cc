@@ -198,7 +198,7 @@ class PlanParser {
     if (!j.is_array()) return WrongType(ptr, j, "an array of tensor ids");
     out->reserve(j.size());
     for (size_t i = 0; i < j.size(); ++i) {
-      int t;
+      int t = -1;
       if (!TensorRef(j[i], fmt::format("{}/{}", ptr, i), &t)) return false;
       out->push_back(t);
     }
