@@ -642,6 +642,13 @@ def search_speed():
     return bench_module("search_speed").table_lines(load("search_speed.json"))
 
 
+@generator("plan_speed.json")
+def plan_speed():
+    """Single plans on the synthetic chains and transformers, two builds in one run
+    (bench/plan_speed.py)."""
+    return bench_module("plan_speed").table_lines(load("plan_speed.json"))
+
+
 @generator("export_speed.json")
 def export_speed():
     """The Llama-2 meta exports, traces one after another vs in parallel
