@@ -42,9 +42,9 @@
 #include <utility>
 #include <vector>
 
-#include "analyzer/analysis.h"
 #include "analyzer/base/file_io.h"
 #include "analyzer/base/sha256.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/import/graph_json.h"
 #include "analyzer/lower/optimizer_state.h"
 #include "analyzer/plan/cost_model.h"

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/plan/baselines.h"
 #include "analyzer/plan/cost_model.h"
 #include "analyzer/plan/planner.h"

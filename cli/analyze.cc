@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "analyzer/alloc/alloc_conf.h"
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/report/analyze_report.h"
 #include "analyzer/report/chrome_trace.h"
 #include "cli/commands.h"

@@ -11,10 +11,10 @@
 
 #include "analyzer/alloc/alloc_conf.h"
 #include "analyzer/alloc/reserved.h"
-#include "analyzer/analysis.h"
 #include "analyzer/base/units.h"
+#include "analyzer/drivers/analysis.h"
+#include "analyzer/drivers/reserved_plan.h"
 #include "analyzer/plan/plan_document.h"
-#include "analyzer/reserved_plan.h"
 #include "analyzer/sim/simulator.h"
 #include "cli/commands.h"
 #include "cli/common.h"

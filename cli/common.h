@@ -8,7 +8,7 @@
 
 #include "analyzer/alloc/alloc_conf.h"
 #include "analyzer/alloc/device_memory.h"
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/import/graph_json.h"
 #include "analyzer/lower/optimizer_state.h"
 #include "analyzer/lower/parallel/rank_step.h"

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <string>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/import/graph_json.h"
 #include "cli/commands.h"
 #include "cli/common.h"

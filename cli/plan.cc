@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "analyzer/alloc/alloc_conf.h"
-#include "analyzer/analysis.h"
 #include "analyzer/base/file_io.h"
 #include "analyzer/base/sha256.h"
 #include "analyzer/base/units.h"
-#include "analyzer/microbatch.h"
+#include "analyzer/drivers/analysis.h"
+#include "analyzer/drivers/microbatch.h"
+#include "analyzer/drivers/reserved_plan.h"
 #include "analyzer/plan/cost_model.h"
 #include "analyzer/plan/plan_document.h"
 #include "analyzer/plan/planner.h"
@@ -21,7 +22,6 @@
 #include "analyzer/report/html/sweep_html.h"
 #include "analyzer/report/microbatch_report.h"
 #include "analyzer/report/plan_report.h"
-#include "analyzer/reserved_plan.h"
 #include "analyzer/sim/simulator.h"
 #include "cli/commands.h"
 #include "cli/common.h"

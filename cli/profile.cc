@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/ir/op_table.h"
 #include "analyzer/plan/plan_document.h"
 #include "analyzer/sim/simulator.h"

@@ -8,8 +8,8 @@
 
 #include "analyzer/alloc/alloc_conf.h"
 #include "analyzer/alloc/reserved.h"
-#include "analyzer/analysis.h"
 #include "analyzer/base/units.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/plan/plan_document.h"
 #include "analyzer/report/html/html_report.h"
 #include "analyzer/report/memviz/predicted.h"

@@ -40,7 +40,8 @@ int RunVerify(const VerifyFlags& f) {
   v.sha_matches = warnings.empty();
   SimOptions sim_options;
   sim_options.require_complete = true;
-  sim_options.op_cost = OpCosts(jg.graph, CostModel{Objective::kFlops});  // report unit: flops
+  sim_options.op_cost =
+      OpCosts(jg.graph, CostModel{.objective = Objective::kFlops});  // report unit: flops
   v.valid = Simulate(jg.graph, plan.program, sim_options, &v.sim, &v.error);
   if (v.valid && plan.budget_bytes > 0) v.within_budget = v.sim.peak_bytes <= plan.budget_bytes;
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/import/graph_json.h"
 #include "analyzer/lower/lower.h"
 #include "analyzer/report/analyze_report.h"

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/report/analyze_report.h"
 #include "analyzer/report/chrome_trace.h"
 #include "profiler/profile.h"

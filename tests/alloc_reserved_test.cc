@@ -5,7 +5,7 @@
 
 #include "analyzer/alloc/alloc_conf.h"
 #include "analyzer/alloc/reserved.h"
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "test_util.h"
 
 namespace memplan::alloc {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "analyzer/alloc/caching_allocator.h"
+#include "analyzer/drivers/reserved_plan.h"
 #include "analyzer/ir/graph.h"
 #include "analyzer/lower/optimizer_state.h"
 #include "analyzer/lower/parallel/pipeline.h"
@@ -17,7 +18,6 @@
 #include "analyzer/report/check.h"
 #include "analyzer/report/memviz/pickle.h"
 #include "analyzer/report/plan_report.h"
-#include "analyzer/reserved_plan.h"
 #include "analyzer/sim/program.h"
 #include "profiler/profile.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/report/analyze_report.h"
 #include "tests/test_util.h"
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "analyzer/analysis.h"
 #include "analyzer/base/units.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/import/graph_json.h"
 #include "analyzer/ir/graph.h"
 #include "analyzer/lower/lower.h"

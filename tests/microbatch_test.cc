@@ -1,5 +1,5 @@
 // Micro-batch planning: the accumulating peak by hand, and maximality.
-#include "analyzer/microbatch.h"
+#include "analyzer/drivers/microbatch.h"
 
 #include <doctest/doctest.h>
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "test_util.h"
 
 #ifdef MEMPLAN_HAVE_ONNX

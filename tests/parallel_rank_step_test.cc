@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/lower/optimizer_state.h"
 #include "analyzer/lower/parallel/rank_step.h"
 #include "analyzer/plan/planner.h"

@@ -1,10 +1,10 @@
-// Plans budgeted on reserved bytes (analyzer/reserved_plan.h) on gpt_tiny,
+// Plans budgeted on reserved bytes (analyzer/drivers/reserved_plan.h) on gpt_tiny,
 // whose plans leave the caching allocator 15-30 MiB above their peaks.
-#include "analyzer/reserved_plan.h"
+#include "analyzer/drivers/reserved_plan.h"
 
 #include <doctest/doctest.h>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "tests/test_util.h"
 
 namespace memplan {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/import/graph_json.h"
 #include "analyzer/lower/lower.h"
 

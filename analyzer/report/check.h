@@ -22,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "analyzer/analysis.h"
-#include "analyzer/reserved_plan.h"
+#include "analyzer/drivers/analysis.h"
+#include "analyzer/drivers/reserved_plan.h"
 
 namespace memplan {
 

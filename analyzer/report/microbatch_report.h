@@ -1,12 +1,12 @@
 // Reports of `memplan plan --global-batch`: the JSON report and the summary
-// of a micro-batch search (analyzer/microbatch.h).
+// of a micro-batch search (analyzer/drivers/microbatch.h).
 #ifndef MEMPLAN_ANALYZER_REPORT_MICROBATCH_REPORT_H_
 #define MEMPLAN_ANALYZER_REPORT_MICROBATCH_REPORT_H_
 
 #include <cstdint>
 #include <string>
 
-#include "analyzer/microbatch.h"
+#include "analyzer/drivers/microbatch.h"
 
 namespace memplan {
 

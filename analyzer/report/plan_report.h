@@ -6,10 +6,10 @@
 #include <string>
 #include <string_view>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
+#include "analyzer/drivers/reserved_plan.h"
 #include "analyzer/plan/plan_document.h"
 #include "analyzer/plan/planner.h"
-#include "analyzer/reserved_plan.h"
 
 namespace memplan {
 

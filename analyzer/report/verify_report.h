@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/plan/plan_document.h"
 #include "analyzer/sim/simulator.h"
 

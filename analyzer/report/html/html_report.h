@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 #include "analyzer/plan/plan_document.h"
 #include "analyzer/report/profile_document.h"
 

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 
 namespace memplan::memviz {
 namespace {

@@ -45,8 +45,8 @@
 // Loss scaling: with a per-micro-batch mean loss, scale micro-batch i's loss
 // by size_i / N (micro / N, and last / N for the last one) so the summed
 // gradients equal those of the mean loss over the global batch.
-#ifndef MEMPLAN_ANALYZER_MICROBATCH_H_
-#define MEMPLAN_ANALYZER_MICROBATCH_H_
+#ifndef MEMPLAN_ANALYZER_DRIVERS_MICROBATCH_H_
+#define MEMPLAN_ANALYZER_DRIVERS_MICROBATCH_H_
 
 #include <cstdint>
 #include <functional>
@@ -56,9 +56,9 @@
 #include "analyzer/alloc/caching_allocator.h"
 #include "analyzer/alloc/device_memory.h"
 #include "analyzer/alloc/reserved.h"
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
+#include "analyzer/drivers/reserved_plan.h"
 #include "analyzer/plan/planner.h"
-#include "analyzer/reserved_plan.h"
 
 namespace memplan {
 
@@ -197,4 +197,4 @@ const BatchPoint* FindPoint(const MicroBatchResult& r, int64_t batch);
 
 }  // namespace memplan
 
-#endif  // MEMPLAN_ANALYZER_MICROBATCH_H_
+#endif  // MEMPLAN_ANALYZER_DRIVERS_MICROBATCH_H_

@@ -1,4 +1,4 @@
-#include "analyzer/microbatch.h"
+#include "analyzer/drivers/microbatch.h"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,7 @@
 // The analyze pipeline: import, lower when forward-only, build the baseline
 // program, simulate it, and bound it from below.
-#ifndef MEMPLAN_ANALYZER_ANALYSIS_H_
-#define MEMPLAN_ANALYZER_ANALYSIS_H_
+#ifndef MEMPLAN_ANALYZER_DRIVERS_ANALYSIS_H_
+#define MEMPLAN_ANALYZER_DRIVERS_ANALYSIS_H_
 
 #include <string>
 #include <vector>
@@ -75,4 +75,4 @@ bool PredictBaselineReserved(const Graph& joint, const alloc::Config& config,
 
 }  // namespace memplan
 
-#endif  // MEMPLAN_ANALYZER_ANALYSIS_H_
+#endif  // MEMPLAN_ANALYZER_DRIVERS_ANALYSIS_H_

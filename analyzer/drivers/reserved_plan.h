@@ -23,8 +23,8 @@
 // plan that would fit the reserved budget at a higher allocation budget than
 // the rounds reach is missed; the reserved peak is not monotone in the
 // allocation budget, so lowering it can overshoot the cheapest plan.
-#ifndef MEMPLAN_ANALYZER_RESERVED_PLAN_H_
-#define MEMPLAN_ANALYZER_RESERVED_PLAN_H_
+#ifndef MEMPLAN_ANALYZER_DRIVERS_RESERVED_PLAN_H_
+#define MEMPLAN_ANALYZER_DRIVERS_RESERVED_PLAN_H_
 
 #include <cstdint>
 #include <string>
@@ -107,4 +107,4 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
 
 }  // namespace memplan
 
-#endif  // MEMPLAN_ANALYZER_RESERVED_PLAN_H_
+#endif  // MEMPLAN_ANALYZER_DRIVERS_RESERVED_PLAN_H_

@@ -1,7 +1,7 @@
-#include "analyzer/reserved_plan.h"
+#include "analyzer/drivers/reserved_plan.h"
 
-#include "analyzer/analysis.h"
 #include "analyzer/base/enum_table.h"
+#include "analyzer/drivers/analysis.h"
 
 namespace memplan {
 

@@ -1,4 +1,4 @@
-#include "analyzer/analysis.h"
+#include "analyzer/drivers/analysis.h"
 
 #include <chrono>
 #include <future>
