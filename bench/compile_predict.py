@@ -38,6 +38,7 @@ sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import torch_models as tm  # noqa: E402
+import provenance  # noqa: E402
 
 # name -> (spec, batch, input shape or None, held out?)
 MODELS = {
@@ -143,15 +144,11 @@ def run_header(script, **extra):
     torch._functorch.config.enable_autograd_cache = False
     torch._inductor.config.fx_graph_cache = False
     torch._inductor.config.compile_threads = 1
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "-uno"],
-                           capture_output=True, text=True).stdout.strip()
     return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python "
                        f"{platform.python_version()}",
             "torch": torch.__version__, **extra,
-            "commit": commit + (" (tracked files modified)" if dirty else ""),
+            "commit": provenance.commit(),
             "command": script + " " + " ".join(sys.argv[1:]), "rows": []}
 
 

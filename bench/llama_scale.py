@@ -42,6 +42,8 @@ import time
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(ROOT, "python"), os.environ.get("PYTHONPATH")]))  # for `python -m memplan`
 
 GB = 10**9
@@ -645,14 +647,6 @@ def machine():
     return f"{cpu}, {os.cpu_count()} logical CPUs, {mem}, {platform.system()} {platform.release()}"
 
 
-def commit():
-    c = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                       text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return c + (" (working tree with uncommitted changes)" if dirty else "")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
@@ -711,7 +705,7 @@ def main():
         pass
     doc = {"format": "memplan.bench.llama_scale/1",
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": machine(), "cores": os.cpu_count(), "commit": commit(),
+           "machine": machine(), "cores": os.cpu_count(), "commit": provenance.commit(),
            "memplan": args.memplan,
            "memplan_sha256": hashlib.sha256(open(args.memplan, "rb").read()).hexdigest(),
            "versions": versions, "seq": SEQ, "budget": BUDGET, "budget_bytes": BUDGET_BYTES,

@@ -30,6 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import provenance  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 MANIFEST = REPO / "bench" / "results" / "outputs_identical.json"
 EXAMPLES = ["mlp", "cnn_small.joint", "densenet_toy", "gpt_tiny", "mlp_torch.joint"]
@@ -384,12 +387,7 @@ def main() -> int:
         args.keep.mkdir(parents=True, exist_ok=True)
     results = collect(memplan, args.keep)
     if args.write:
-        commit = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
+        commit = provenance.commit(short=None)
         MANIFEST.write_text(
             json.dumps(
                 {

@@ -43,6 +43,8 @@ import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
 RESULTS = os.path.join(ROOT, "bench", "results")
 
 # name -> spec, per-sample input shape (None: the model's example_input),
@@ -786,17 +788,6 @@ def machine():
            f"{platform.system()} {platform.release()}"
 
 
-def commit():
-    try:
-        c = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                           capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return c + (" (working tree has uncommitted changes)" if dirty else "")
-    except OSError:
-        return "unknown"
-
-
 COUNTED = (
     "Per rank, **peak** = the most bytes held in CPU-allocator blocks at any moment of ONE "
     "training step (forward, cross-entropy loss, backward, Adam `step()`; gradients set to "
@@ -1150,7 +1141,7 @@ def main():
         doc = {"format": "memplan.bench.parallel_gloo/1",
                "date": datetime.datetime.now().isoformat(timespec="seconds"),
                "machine": machine(), "torch": torch.__version__,
-               "python": platform.python_version(), "commit": commit(),
+               "python": platform.python_version(), "commit": provenance.commit(),
                "command": " ".join(["bench/parallel_gloo.py"] + sys.argv[1:]),
                "quick": args.quick, "warmup_steps": WARMUP_STEPS,
                "pipeline": {"stages": PP_STAGES, "microbatches": PP_MICROBATCHES,

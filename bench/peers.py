@@ -52,6 +52,7 @@ ROOT = os.path.dirname(BENCH)
 sys.path.insert(0, BENCH)
 
 import torch_models as tm  # noqa: E402  (also puts exporters/pytorch on sys.path)
+import provenance  # noqa: E402
 
 BUDGETS = [1.0, 0.8, 0.6, 0.4, 0.2, 0.1]
 QUICK_BUDGETS = [1.0, 0.6, 0.2]
@@ -769,10 +770,6 @@ def write_md(doc, path):
 def header(args, quick):
     import torch
     import transformers
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
     cpu = "?"
     try:
         cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
@@ -783,7 +780,7 @@ def header(args, quick):
             "machine": f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} "
                        f"{platform.release()}, Python {platform.python_version()}",
             "torch": torch.__version__, "transformers": transformers.__version__,
-            "commit": commit + (" (tracked files modified)" if dirty else ""),
+            "commit": provenance.commit(),
             "memplan": args.memplan, "quick": quick, "threads": 1,
             "cuda_available": torch.cuda.is_available()}
 

@@ -21,6 +21,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import provenance  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMINGS = re.compile(r"timings: parse ([0-9.]+) s, lower ([0-9.]+) s, analyze ([0-9.]+) s, "
                      r"reserved ([0-9.]+) s")
@@ -61,8 +64,7 @@ def main():
                      "total_s": total, "reserved_share": median["reserved"] / total})
         print("%-20s total %.3f s, reserved %.3f s (%.1f%%)" %
               (rows[-1]["graph"], total, median["reserved"], 100 * rows[-1]["reserved_share"]))
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = provenance.commit()
     meta = {"benchmark": "reserved_overhead",
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machine": "%s, %d CPUs" % (platform.machine(), os.cpu_count()), "commit": commit,
