@@ -105,6 +105,51 @@ TEST_CASE("Simulate accumulating_gradients: AccumulationPeak's peak, accumulator
   }
 }
 
+// CollectLiveAtPeak after a replay without the live set gives what one
+// Simulate with it gives, accumulating or not, and a live set that sums to
+// the peak (the planner's trials rely on it: search.h ScoreDetailedBelow).
+TEST_CASE("CollectLiveAtPeak completes a replay made without the live set") {
+  for (const char* name : {"gpt_tiny.graph.json", "densenet_toy.graph.json",
+                           "cnn_small.joint.graph.json"}) {
+    CAPTURE(name);
+    JointGraph jg;
+    std::string err;
+    REQUIRE(LoadJointGraph(testing::ExamplePath(name), GraphLoadOptions(), &jg, &err));
+    const Graph& g = jg.graph;
+    const Program baseline = BuildBaselineProgram(g, AccumulationMode::kInplace);
+    PlanResult plan;
+    const int64_t budget = testing::MustSimulate(g, baseline).peak_bytes * 6 / 10;
+    REQUIRE_MESSAGE(PlanCheckpoints(g, budget, PlannerOptions(), &plan, &err), err);
+    for (bool accumulating : {false, true}) {
+      CAPTURE(accumulating);
+      SimOptions whole;
+      whole.accumulating_gradients = accumulating;
+      SimOptions lean = whole;
+      lean.collect_live_at_peak = false;
+      SimResult want, got;
+      REQUIRE_MESSAGE(Simulate(g, plan.best.checkpoint.program, whole, &want, &err), err);
+      REQUIRE_MESSAGE(Simulate(g, plan.best.checkpoint.program, lean, &got, &err), err);
+      CHECK(got.live_at_peak.empty());
+      REQUIRE_MESSAGE(CollectLiveAtPeak(g, plan.best.checkpoint.program, whole, &got, &err), err);
+      REQUIRE(got.live_at_peak.size() == want.live_at_peak.size());
+      REQUIRE_FALSE(want.live_at_peak.empty());
+      for (size_t i = 0; i < want.live_at_peak.size(); ++i) {
+        CHECK(got.live_at_peak[i].tensor == want.live_at_peak[i].tensor);
+        CHECK(got.live_at_peak[i].owner == want.live_at_peak[i].owner);
+        CHECK(got.live_at_peak[i].workspace_of == want.live_at_peak[i].workspace_of);
+        CHECK(got.live_at_peak[i].bytes == want.live_at_peak[i].bytes);
+      }
+      CHECK(got.peak_by_kind == want.peak_by_kind);
+      // The contract on its own (Simulate fills the live set through it).
+      int64_t live = 0, by_kind = 0;
+      for (const LiveBuffer& lb : got.live_at_peak) live += lb.bytes;
+      for (int64_t bytes : got.peak_by_kind) by_kind += bytes;
+      CHECK(live == got.peak_bytes);
+      CHECK(by_kind == got.peak_bytes);
+    }
+  }
+}
+
 TEST_CASE("planner accumulating_gradients: its plan bounds the accumulating peak in one plan") {
   JointGraph jg;
   std::string err;

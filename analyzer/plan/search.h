@@ -83,6 +83,11 @@ class Search {
   // with what is alive at the peak (the greedy's drop rounds need it; trials
   // that only ask "does it fit, for how much" do not).
   bool Score(ScoredPlan* out, bool detailed = true);
+  // Score(out, false), then what is alive at the peak only if the peak is
+  // below `peak` (a trial kept only when it lowers the peak): the same
+  // plans, and the same result, as Score(out), without the second replay of
+  // the trials that are dropped.
+  bool ScoreDetailedBelow(ScoredPlan* out, int64_t peak);
   // The search's decisions from a scored plan.
   void SetDecisions(const ScoredPlan& plan);
   // By group, from a keep vector by tensor.

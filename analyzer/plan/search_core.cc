@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "analyzer/plan/search.h"
@@ -184,13 +185,21 @@ std::vector<std::string> Search::DroppedModules() const {
 }
 
 bool Search::Score(ScoredPlan* out, bool detailed) {
+  return ScoreDetailedBelow(
+      out, detailed ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min());
+}
+
+bool Search::ScoreDetailedBelow(ScoredPlan* out, int64_t peak) {
   ++result_->evaluations;
   if (options_.progress) options_.progress(result_->evaluations);
   const std::vector<bool> each_use = EachUseVector();
   const ScoreOptions score{.program = ProgramOptions(&each_use, &reverse_),
-                           .detailed = detailed,
+                           .detailed = false,
                            .accumulating_gradients = options_.accumulating_gradients};
   if (!ScoreCheckpointSet(g_, KeepVector(), costs_, score, out, err_)) return false;
+  if (out->sim.peak_bytes < peak &&
+      !CollectPlanLiveAtPeak(g_, options_.accumulating_gradients, out, err_))
+    return false;
   out->recompute_cost += DispatchCharge(out->keep);
   if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {
     lowest_ = *out;

@@ -134,7 +134,7 @@ bool Search::RecomputedPeakRound(ScoredPlan* current, DropRoundState* state, boo
     state->each_use_tried[switched] = true;
     each_use_[switched] = true;
     ScoredPlan trial;
-    if (!Score(&trial)) return false;
+    if (!ScoreDetailedBelow(&trial, current->sim.peak_bytes)) return false;
     if (trial.sim.peak_bytes < current->sim.peak_bytes)
       *current = std::move(trial);
     else
@@ -291,7 +291,7 @@ bool Search::OrderFlips(ScoredPlan* current, bool* lower) {
   for (int o : near_peak) {
     reverse_[o] = !reverse_[o];
     ScoredPlan trial;
-    if (!Score(&trial)) return false;
+    if (!ScoreDetailedBelow(&trial, current->sim.peak_bytes)) return false;
     if (trial.sim.peak_bytes < current->sim.peak_bytes) {
       *current = std::move(trial);
       *lower = true;

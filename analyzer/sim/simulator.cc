@@ -346,12 +346,13 @@ bool Simulate(const Graph& g, const Program& program, const SimOptions& options,
     Replay replay(g, program, options, result);
     if (!replay.Run(-2, err)) return false;
   }
-  std::vector<int> made_step;
-  if (options.accumulating_gradients) {
-    made_step = GradientSteps(g, program);
-    AddAccumulators(g, made_step, result);
-  }
+  if (options.accumulating_gradients) AddAccumulators(g, GradientSteps(g, program), result);
   if (!options.collect_live_at_peak) return true;
+  return CollectLiveAtPeak(g, program, options, result, err);
+}
+
+bool CollectLiveAtPeak(const Graph& g, const Program& program, const SimOptions& options,
+                       SimResult* result, std::string* err) {
   // A second replay, up to the peak, collects what is alive then.
   SimResult at_peak;
   Replay replay(g, program, options, &at_peak);
@@ -359,6 +360,7 @@ bool Simulate(const Graph& g, const Program& program, const SimOptions& options,
   result->live_at_peak = std::move(at_peak.live_at_peak);
   result->peak_by_kind = at_peak.peak_by_kind;
   if (options.accumulating_gradients) {
+    const std::vector<int> made_step = GradientSteps(g, program);
     for (size_t t = 0; t < made_step.size(); ++t) {
       if (made_step[t] < 0 || made_step[t] < result->peak_step) continue;
       const int ti = static_cast<int>(t);

@@ -65,6 +65,12 @@ struct SimResult {
 bool Simulate(const Graph& g, const Program& program, const SimOptions& options, SimResult* result,
               std::string* err);
 
+// Fills live_at_peak and peak_by_kind of *result, a Simulate of the same
+// program with the same options but collect_live_at_peak false: the result
+// is then what Simulate with collect_live_at_peak gives.
+bool CollectLiveAtPeak(const Graph& g, const Program& program, const SimOptions& options,
+                       SimResult* result, std::string* err);
+
 // The least peak any valid program of `g` can reach, whatever it recomputes:
 // resident bytes plus the larger of (a) the most that any op needed for the
 // result must hold while it runs (its distinct non-resident input and output
