@@ -115,7 +115,7 @@ class ProgramBuilder {
         runs_.push_back(o);
         continue;
       }
-      TriggerGroups(o);
+      if (!members_.empty()) TriggerGroups(o);  // no groups: nothing to trigger
       EnsureInputs(o);
       runs_.push_back(o);
       for (int out : op.outputs) alive_[out] = true;
