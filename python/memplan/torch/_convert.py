@@ -145,6 +145,22 @@ def _storage(t):
     return t.storage().data_ptr()
 
 
+def layout(t):
+    """How a tensor's strides lay it out, where that is not the plain
+    row-major (contiguous) one: "channels_last" (a dense NHWC / NDHWC tensor,
+    t.is_contiguous(memory_format=torch.channels_last[_3d])) or "strided"
+    (any other: a permuted or sliced view, an expanded one); None when
+    t.is_contiguous(). The CPU scratch rules read it (_workspace.py): which
+    layout oneDNN runs a convolution in, which inputs a kernel copies first.
+    On the meta device the strides are those torch's meta functions give."""
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.is_contiguous():
+        return None
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(t.dim())
+    if fmt is not None and t.is_contiguous(memory_format=fmt):
+        return "channels_last"
+    return "strided"
+
+
 def _flops(node, ins, outs):
     """FLOPs of matmul- and convolution-like ops; others are left to memplan."""
     t = str(node.target)
@@ -307,6 +323,9 @@ def convert(graphs, primals, name, style="joint", target_device="cpu", measure_w
             tensor_id = f"{tensor_id}.{k}"
         t = {"id": tensor_id, "shape": [int(s) for s in value.shape],
              "dtype": DTYPES[value.dtype], "kind": kind}
+        lay = layout(value)
+        if lay is not None:
+            t["layout"] = lay  # for _workspace.py's CPU rules
         if base is not None:
             t["alias_of"] = root(base)
         tensors[tensor_id] = t

@@ -13,9 +13,13 @@ its figure came from in `workspace_source` (graph format: optional):
 and the graph's `source.workspace` counts them ({"method", "device", "ops":
 {source: count}}).
 
-What each CPU rule stands for (fp32, PyTorch 2.14's CPU kernels, one thread;
-read off torch.profiler allocations inside each op, see `export
---measure-workspace`, which keeps measuring instead):
+What each CPU rule stands for (fp32, PyTorch 2.14's and 2.15's CPU kernels,
+oneDNN v3.12 / v3.13, AVX-512, one thread; read off torch.profiler
+allocations inside each op, see `export --measure-workspace`, which keeps
+measuring instead). Which copies a kernel makes depends on its inputs'
+strides: the exporter writes each tensor's `layout` ("channels_last" or
+"strided" where it is not row-major; _convert.layout), and an input a kernel
+needs dense in another layout costs its bytes for the whole op.
   cpu:
     convolution            (rule:onednn-convolution; _conv_plan has the
                            sources) ideep reorders the input and weights
@@ -29,19 +33,42 @@ read off torch.profiler allocations inside each op, see `export
                            (input channels < 16) keeps its input plain; a
                            1x1 with stride adds its reduce-to-unit-stride
                            buffer; an unstrided 1x1 at batch < 16 runs
-                           slow_conv2d (none); a channel-slice input is
-                           copied contiguous first
+                           slow_conv2d (none); an input not dense in the
+                           layout it runs in (a channel slice) is copied
+                           first.
+                           Channels-last (input or weights channels-last:
+                           ConvNeXt after its stem, everything between
+                           its permutes; _conv_cl_forward): no data
+                           reorders, the weights made channels-last and
+                           reordered (brdgmm_dw for depthwise, brgconv
+                           otherwise, with its batch-array scratchpad)
     convolution_backward   backward data (the gradient and weights
                            reordered, a blocked grad_input; 1x1 strided:
                            brgemm on channels-last copies), then backward
                            weights (input and gradient reordered again, a
                            blocked grad_weight) or, where oneDNN has no
                            blocked kernel (depthwise kw > 3, 4 channels per
-                           group), gemm on the plain layout with its
-                           im2col scratchpad; the highest sum of live
-                           buffers, less the gradients returned
-    native_batch_norm_backward, layer norm (both ways), SDPA's CPU flash
-    backward: one temporary the size of the first input
+                           group, kw > 14: ViT's 16x16 patch convolution),
+                           gemm on the plain layout with its im2col
+                           scratchpad; a gradient or input not dense in the
+                           layout it runs in (ViT's patch gradient arrives
+                           through a permute, channels-last) is copied
+                           first; the highest sum of live buffers, less
+                           the gradients returned.
+                           Channels-last (_conv_cl_backward): jit_dw or
+                           brgconv backward data, then backward weights
+                           into 16x16 blocks per group: a depthwise 7x7
+                           over C channels takes C*256*49 floats (ConvNeXt
+                           at 64x64: 38,535,168 bytes for 768 channels,
+                           256 times its weights), beside a weight-sized
+                           copy
+    native_layer_norm(_backward)  (rule:layer-norm) the input copied when
+                           it is not contiguous (a permuted view: eager
+                           ConvNeXt's LayerNorm2d, ViT's attention
+                           outputs), the backward's gradient too, and the
+                           backward's 2 x N weight-gradient buffer
+    native_batch_norm_backward, SDPA's CPU flash backward: one temporary
+                           the size of the first input
     native_dropout(_backward)    one input-sized temporary
     batch norm forward     two per-channel vectors
 
@@ -85,7 +112,13 @@ Falls short on: CPUs without AVX-512 (other blocks), more than one thread
 (per-thread scratchpads; 1x1s then run oneDNN), convolutions not measured
 here (bfloat16 and float16 are taken with float32's blocks, 1-D and 3-D
 with 2-D's; float64 as 0), the 1x1 strided backward weights' buffer (a few
-percent over), kernels other than the ones above (their scratch is taken
+percent over), brgconv's weight block on channels-last convolutions (16 to
+64 channels by its own cost model, taken as 16: under by the padding when
+the block it picks does not divide the channels; its accumulation and
+input-transpose buffers, which some shapes take, are not modelled), a
+tensor whose strides suggest channels-last but are not dense (taken as
+strided), SDPA's CPU flash forward buffers and the rest of its
+backward's, kernels other than the ones above (their scratch is taken
 as 0);
 on GPUs, cuDNN's convolution scratch (none:cudnn-conv), channels-last and
 transposed depthwise convolutions (taken as rule:cuda-depthwise), and more
@@ -130,14 +163,43 @@ def _chan_bytes(t, c):
     return _numel(t) // max(1, t["shape"][1]) * c * _item(t)
 
 
-def _channel_view(t, tensors):
-    """True when `t` is a slice of a larger tensor that keeps its batch
-    dimension (split/chunk along the channels, the gradient of a
-    concatenation's input), batch > 1: not contiguous, so the convolution
-    copies it first (.contiguous())."""
-    base = tensors.get(t.get("alias_of", ""))
-    return (base is not None and t["shape"][0] > 1 and base["shape"][:1] == t["shape"][:1]
-            and _numel(base) > _numel(t))
+def _dense(t, cl=False):
+    """True when `t` is dense in the channels-last layout (cl) or in the
+    row-major one, so that a kernel's `.contiguous(memory_format)` returns it
+    as is. Its "layout" (written by the exporter, _convert.layout) is absent
+    for a row-major tensor, "channels_last" or "strided" otherwise; a
+    row-major tensor with one channel or one pixel is channels-last too."""
+    lay = t.get("layout")
+    if not cl:
+        return lay is None
+    s = t["shape"]
+    return lay == "channels_last" or (lay is None and len(s) > 2
+                                      and (s[1] == 1 or _numel(t) == s[0] * s[1]))
+
+
+def _conv_channels_last(x, w):
+    """mkldnn_conv_use_channels_last (aten/src/ATen/native/ConvUtils.h): a
+    4-D or 5-D convolution runs channels-last when its input or its weights
+    suggest that memory format."""
+    return len(x["shape"]) in (4, 5) and "channels_last" in (x.get("layout"), w.get("layout"))
+
+
+def _brg_batch(ks):
+    """brgemm convolutions' scratchpad on one thread: the batch-element
+    array (40-byte brgemm_batch_element_t, one per kernel position, padded
+    to whole 4 KiB pages and booked with a page of alignment;
+    jit_brgemm_conv_utils.cpp, adjusted_batch_size and init_scratchpad)."""
+    return -(-_rup(40 * ks, 4096) // 40) * 40 + 4096
+
+
+def _stride_w(x, w, y):
+    """The convolution's stride along the width, from the shapes: 1 when the
+    output is at least as wide as an unpadded stride-1 one, else the ratio of
+    the widths rounded up (a padded small image can read as either)."""
+    if len(x["shape"]) < 3:
+        return 1
+    iw, kw, ow = x["shape"][-1], w["shape"][-1], max(1, y["shape"][-1])
+    return 1 if ow >= iw - kw + 1 else -(-iw // ow)
 
 
 def _conv_plan(x, w, y, groups):
@@ -176,7 +238,7 @@ def _conv_plan(x, w, y, groups):
     sp_in = _numel(x) // max(1, n * c)
     sp_out = _numel(y) // max(1, y["shape"][0] * y["shape"][1])
     strided = sp_out < sp_in and ks == 1
-    stride_w = max(1, -(-x["shape"][-1] // max(1, y["shape"][-1]))) if len(x["shape"]) > 2 else 1
+    stride_w = _stride_w(x, w, y)
     item = _item(x)
     plan = {"backend": "mkldnn", "src": 0, "dst": 0, "wei": 0, "fwd_sp": 0, "gemm": 0,
             "bwd_w": "blocked", "bwd_w_sp": 0, "ks": ks, "sp_out": sp_out}
@@ -201,6 +263,14 @@ def _conv_plan(x, w, y, groups):
         first = c < SIMD_F32
         plan.update(src=0 if first else _chan_bytes(x, ip), dst=_chan_bytes(y, op_),
                     wei=op_ * (c if first else ip) * ks * item)
+        # Backward weights: the AVX-512 direct kernel takes kw <= 14 (wider
+        # only transposed: kw < 20 spanning a one-pixel-wide stride-1
+        # output), the AVX2 one kw < 14; a wider kernel (ViT's 16x16 patch
+        # convolution) runs gemm:jit.
+        transposed = (len(x["shape"]) == 4 and kw < 20 and y["shape"][-1] == 1
+                      and kw == x["shape"][-1] and stride_w == 1)
+        if kw > 14 and not transposed:
+            plan["bwd_w"] = "gemm"
     else:
         block = next((b for b in (SIMD_F32, 8, 4) if icg % b == 0 and ocg % b == 0), None)
         if block is None:
@@ -221,18 +291,22 @@ def _conv_plan(x, w, y, groups):
     return plan
 
 
-def _conv_forward(x, w, y, groups, tensors):
+def _conv_forward(x, w, y, groups):
     """Scratch of convolution(x, w) -> y: the highest sum of live buffers
     while the op runs, less the output it returns."""
     p = _conv_plan(x, w, y, groups)
-    # A channel slice as input: made contiguous first (both backends).
-    copy = _bytes(x) if _channel_view(x, tensors) else 0
+    cl = _conv_channels_last(x, w)
+    # An input not dense in the layout the convolution runs in (a channel
+    # slice, a permuted view): made contiguous first (both backends).
+    copy = 0 if _dense(x, cl) else _bytes(x)
     if p["backend"] == "thnn":
         if p["ks"] == 1:  # slow_conv2d with a 1x1 kernel: no im2col
             return copy
         return copy + _numel(y) // max(1, y["shape"][1]) * x["shape"][1] * p["ks"] * _item(x)
     if p["backend"] != "mkldnn":
         return 0
+    if cl:
+        return copy + _conv_cl_forward(x, w, y, groups)
     if p["gemm"]:
         return max(0, copy + max(p["gemm"] + _bytes(y), 2 * _bytes(y)) - _bytes(y))
     # ideep: reorder src and weights, run into a blocked dst, free the
@@ -241,7 +315,27 @@ def _conv_forward(x, w, y, groups, tensors):
     return max(0, copy + peak - _bytes(y))
 
 
-def _conv_backward(gy, x, w, outs, groups, tensors):
+def _conv_cl_forward(x, w, y, groups):
+    """Scratch of a channels-last oneDNN convolution (_mkldnn_convolution
+    with use_channels_last: the output is allocated channels-last and
+    oneDNN writes it in place, nhwc in and out): the weights made
+    channels-last (a copy unless they already are: one input channel per
+    group or a 1x1 kernel), then reordered for the primitive, and its
+    scratchpad. Depthwise runs brdgmm_dw (weights debcA16a: channels padded
+    to 16, no scratchpad); the others brgconv / brgconv_1x1 (weights
+    Acdb16a..Acdb64a: output channels padded to a block of 16 to 64 that
+    its cost model picks, taken as 16; the batch-element scratchpad)."""
+    c, o = x["shape"][1], w["shape"][0]
+    ks = _numel(w) // max(1, o * w["shape"][1])
+    item = _item(x)
+    copy_w = 0 if _dense(w, True) else _bytes(w)
+    if groups > 1 and groups == c == o:
+        return copy_w + _rup(c, SIMD_F32) * ks * item
+    wei = groups * _rup(o // groups, SIMD_F32) * (c // groups) * ks * item
+    return copy_w + wei + _brg_batch(ks)
+
+
+def _conv_backward(gy, x, w, outs, groups):
     """Scratch of convolution_backward(gy, x, w) -> (grad_input?, grad_weight?,
     grad_bias?): ideep's backward data (reorder gy and weights, run into a
     blocked grad_input, reorder into the plain one), then its backward
@@ -250,25 +344,29 @@ def _conv_backward(gy, x, w, outs, groups, tensors):
     gx = next((_bytes(t) for t in outs if t["shape"] == x["shape"]), 0)
     gw = next((_bytes(t) for t in outs if t["shape"] == w["shape"]), 0)
     p = _conv_plan(x, w, gy, groups)
-    # Inputs that are channel slices (the gradient of a concatenation's
-    # input, a split's part): made contiguous first and held through the op.
-    copy = sum(_bytes(t) for t in (x, gy) if _channel_view(t, tensors))
+    cl = _conv_channels_last(x, w)
+    # Inputs not dense in the layout the convolution runs in (a channel
+    # slice, the gradient of a permute): made contiguous first
+    # (mkldnn_convolution_backward: .contiguous(memory_format)), held
+    # through the op.
+    copy = sum(_bytes(t) for t in (x, gy, w) if not _dense(t, cl))
     if p["backend"] == "thnn":
         if p["ks"] == 1:
             return copy
         return copy + _numel(gy) // max(1, gy["shape"][1]) * x["shape"][1] * p["ks"] * _item(x)
     if p["backend"] != "mkldnn":
         return 0
+    if cl:
+        gb = next((_bytes(t) for t in outs if len(t["shape"]) == 1), 0)
+        return copy + _conv_cl_backward(gy, x, w, (gx, gw, gb), groups)
     peak = 0
     if gx and p["fwd_sp"]:
         # 1x1 with stride, backward data: brgconv_strided on channels-last
         # copies (weights Bcda32b: input channels in blocks of 32), its
-        # scratchpad (jit_brgemm_conv_bwd_utils.cpp, init_scratchpad, nthr 1,
-        # each piece 4 KiB-aligned: the output-sized input buffer rounded to
-        # 4096 elements, its mask, the batch array), then grad_input
-        # allocated channels-last and copied to the contiguous output.
+        # scratchpad (_brg_strided), then grad_input allocated
+        # channels-last and copied to the contiguous output.
         item = _item(x)
-        sp = _rup(p["sp_out"] * gy["shape"][1], 4096) * item + 4096 + 2 * 8192 + 24
+        sp = _brg_strided(gy)
         wei = _rup(x["shape"][1], 32) * w["shape"][0] * item
         peak = max(_bytes(gy) + wei + gx + sp, 3 * gx)
     elif gx and p["gemm"]:
@@ -281,9 +379,100 @@ def _conv_backward(gy, x, w, outs, groups, tensors):
         if p["bwd_w"] == "gemm":
             peak = max(peak, gx + gw + p["bwd_w_sp"], gx + 2 * gw)
         else:
-            peak = max(peak, gx + p["src"] + p["dst"] + p["wei"] + p["fwd_sp"],
+            # With a bias gradient whose channels are not a multiple of 16,
+            # the direct kernel pads it in its scratchpad (key_conv_padded_bias).
+            o = w["shape"][0]
+            pad_bias = _rup(o, SIMD_F32) * _item(x) + 128 \
+                if groups == 1 and o % SIMD_F32 and any(len(t["shape"]) == 1 for t in outs) \
+                else 0
+            peak = max(peak, gx + p["src"] + p["dst"] + p["wei"] + p["fwd_sp"] + pad_bias,
                        gx + p["wei"] + gw)
     return max(0, copy + peak - gx - gw)
+
+
+def _brg_strided(gy):
+    """brgconv_strided's backward-data scratchpad on one thread
+    (jit_brgemm_conv_bwd_utils.cpp, init_scratchpad, each piece booked with
+    a 4 KiB page of alignment): one image's output-sized input buffer
+    rounded to 4096 elements, its 4 KiB mask, the batch-element array."""
+    n, o = gy["shape"][0], gy["shape"][1]
+    sp_out = _numel(gy) // max(1, n * o)
+    return _rup(sp_out * o, 4096) * _item(gy) + 4096 + 2 * 4096 + _brg_batch(1)
+
+
+def _conv_cl_backward(gy, x, w, grads, groups):
+    """Scratch of a channels-last oneDNN convolution_backward (nhwc
+    throughout: no data reorders), less the gradients (gx, gw, gb) it
+    returns. Backward data: the weights reordered for jit_dw (depthwise:
+    Abcde16a) or brgconv (Bcda16b..64b: input channels padded to a block
+    taken as 16) and its scratchpad: brgconv_strided's (_brg_strided) with
+    a stride, else the nested forward brgconv's batch array and 128 bytes
+    of alignment. Backward weights (jit_dw for depthwise with kw <= 3 and
+    stride <= kw, gemm:jit for kw > 14, else the AVX-512 direct or 1x1
+    kernel): a blocked grad_weight (jit_dw: Abcde16a; gemm: plain;
+    otherwise 16x16 blocks per group, aBCde16c16b: a depthwise 7x7 over C
+    channels takes C*256*49 floats), its scratchpad (gemm's; the bias
+    padded to 16 per group when it is not a multiple of 16; the 1x1
+    kernel's reduce-to-unit-stride buffer with a stride), a grad_bias
+    buffer; then grad_bias and grad_weight are allocated plain and
+    grad_weight copied through one more weight-sized buffer
+    (mkldnn_convolution_backward_weights: to_dense, then
+    .to(channels_last))."""
+    gx, gw, gb = grads
+    c, o = x["shape"][1], w["shape"][0]
+    icg, ocg = c // groups, o // groups
+    ks = _numel(w) // max(1, o * w["shape"][1])
+    kw, item = w["shape"][-1], _item(x)
+    stride = _stride_w(x, w, gy)
+    depthwise = groups > 1 and groups == c == o
+    peak = 0
+    if gx:
+        if depthwise:
+            wei, sp = _rup(c, SIMD_F32) * ks * item, 0
+        else:
+            wei = groups * _rup(icg, SIMD_F32) * ocg * ks * item
+            sp = _brg_strided(gy) if stride > 1 else _brg_batch(ks) + 128
+        peak = gx + wei + sp
+    if gw or gb:
+        sp = 0
+        if depthwise and kw <= 3 and stride <= kw:
+            blk = _rup(c, SIMD_F32) * ks * item
+        elif kw > 14:
+            # gemm:jit on nhwc (gemm_convolution_utils.cpp, is_nspc and
+            # bwd_w, nthr 1): grad_weight plain, im2col columns of one
+            # image, the weight reduction buffer (booked as floats of the
+            # weights' bytes), one image's input transposed.
+            blk = _bytes(w)
+            sp_in = _numel(x) // max(1, x["shape"][0] * c)
+            sp_out = _numel(gy) // max(1, gy["shape"][0] * o)
+            sp = 4 * _bytes(w) + icg * ks * sp_out * item + icg * sp_in * item + 3 * 128
+        else:
+            first = groups == 1 and c < SIMD_F32  # input channels unblocked
+            blk = groups * _rup(ocg, SIMD_F32) * (c if first else _rup(icg, SIMD_F32)) \
+                * ks * item
+            if gb and ocg % SIMD_F32:
+                sp += groups * _rup(ocg, SIMD_F32) * item + 128
+            if ks == 1 and stride > 1:
+                sp += _rup(c, SIMD_F32) * (_numel(gy) // max(1, gy["shape"][0] * o)) * item + 128
+        peak = max(peak, gx + blk + sp + gb, gx + blk + 2 * gb + 2 * gw)
+    return max(0, peak - gx - gw - gb)
+
+
+def _layer_norm(ins, outs, backward):
+    """Scratch of native_layer_norm(x, ...) or native_layer_norm_backward(dy,
+    x, ...) on the CPU (aten/src/ATen/native/layer_norm.cpp): x is copied
+    when not contiguous (expect_contiguous), both ways; the backward copies
+    dy too (LayerNormBackwardKernelImpl: dY.contiguous()) and, when it
+    returns grad_weight or grad_bias, sums them in one buffer of 2 x N
+    elements of the weights' dtype per thread (N: the normalized size)."""
+    x = ins[1] if backward else ins[0]
+    ws = 0 if _dense(x) else _bytes(x)
+    if backward:
+        ws += 0 if _dense(ins[0]) else _bytes(ins[0])
+        params = [t for t in outs if t["shape"] != x["shape"]]
+        if params:
+            ws += 2 * _bytes(params[0])
+    return ws
 
 
 def _cpu(op, tensors, groups):
@@ -292,13 +481,16 @@ def _cpu(op, tensors, groups):
     ins = [tensors[i] for i in op["inputs"]]
     outs = [tensors[o] for o in op["outputs"]]
     if kind == "aten.convolution.default" and len(ins) >= 2 and outs:
-        return (_conv_forward(ins[0], ins[1], outs[0], groups, tensors),
+        return (_conv_forward(ins[0], ins[1], outs[0], groups),
                 "rule:onednn-convolution")
     if kind == "aten.convolution_backward.default" and len(ins) >= 3:
-        return (_conv_backward(ins[0], ins[1], ins[2], outs, groups, tensors),
+        return (_conv_backward(ins[0], ins[1], ins[2], outs, groups),
                 "rule:onednn-convolution-backward")
-    if kind in ("aten.native_batch_norm_backward.default", "aten.native_layer_norm.default",
-                "aten.native_layer_norm_backward.default",
+    if kind == "aten.native_layer_norm.default" and ins:
+        return _layer_norm(ins, outs, backward=False), "rule:layer-norm"
+    if kind == "aten.native_layer_norm_backward.default" and len(ins) >= 2:
+        return _layer_norm(ins, outs, backward=True), "rule:layer-norm"
+    if kind in ("aten.native_batch_norm_backward.default",
                 "aten._scaled_dot_product_flash_attention_for_cpu_backward.default") and ins:
         return _bytes(ins[0]), "rule:input-sized-temporary"
     if kind in ("aten.native_dropout.default", "aten.native_dropout_backward.default") and ins:
