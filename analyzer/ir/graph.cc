@@ -79,11 +79,6 @@ bool ParseTensorKind(std::string_view name, TensorKind* out) {
   return ParseEnum(kKindNames, name, out);
 }
 const char* TensorKindName(TensorKind k) { return NameOf(kKindNames, k); }
-bool IsResident(TensorKind k) {
-  return k == TensorKind::kInput || k == TensorKind::kParameter || k == TensorKind::kBuffer ||
-         k == TensorKind::kOptimizerState;
-}
-
 bool ParsePhase(std::string_view name, Phase* out) { return ParseEnum(kPhaseNames, name, out); }
 const char* PhaseName(Phase p) { return NameOf(kPhaseNames, p); }
 
@@ -287,7 +282,47 @@ bool Graph::Finalize(std::string* err) {
     kept_to_end[t] =
         IsResidentTensor(static_cast<int>(t)) || IsParameterGradient(static_cast<int>(t));
   for (int t : outputs) kept_to_end[t] = true;
+  BuildTopology();
   return true;
+}
+
+void Graph::BuildTopology() {
+  Topology& topo = topology;
+  topo.io_start.assign(ops.size() + 1, 0);
+  topo.num_inputs.resize(ops.size());
+  size_t total = 0;
+  for (size_t o = 0; o < ops.size(); ++o) {
+    topo.io_start[o] = static_cast<int>(total);
+    topo.num_inputs[o] = static_cast<int>(ops[o].inputs.size());
+    total += ops[o].inputs.size() + ops[o].outputs.size();
+  }
+  topo.io_start[ops.size()] = static_cast<int>(total);
+  topo.io.clear();
+  topo.io.reserve(total);
+  topo.forward.resize(ops.size());
+  topo.accumulate.resize(ops.size());
+  topo.workspace_bytes.resize(ops.size());
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
+    topo.io.insert(topo.io.end(), op.inputs.begin(), op.inputs.end());
+    topo.io.insert(topo.io.end(), op.outputs.begin(), op.outputs.end());
+    topo.forward[o] = op.phase == Phase::kForward;
+    topo.accumulate[o] = op.accumulate;
+    topo.workspace_bytes[o] = op.workspace_bytes;
+  }
+  const size_t nt = tensors.size();
+  topo.alias_of.resize(nt);
+  topo.base.resize(nt);
+  topo.producer.resize(nt);
+  topo.bytes.resize(nt);
+  topo.resident.resize(nt);
+  for (size_t t = 0; t < nt; ++t) {
+    topo.alias_of[t] = tensors[t].alias_of;
+    topo.base[t] = tensors[t].base;
+    topo.producer[t] = tensors[t].producer;
+    topo.bytes[t] = tensors[t].bytes;
+    topo.resident[t] = IsResident(tensors[t].kind);
+  }
 }
 
 namespace {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "analyzer/base/name_index.h"
+#include "analyzer/ir/topology.h"
 
 namespace memplan {
 
@@ -58,7 +59,11 @@ constexpr int kNumTensorKinds = 7;
 bool ParseTensorKind(std::string_view name, TensorKind* out);
 const char* TensorKindName(TensorKind k);
 // Resident tensors are alive from the start to the end of every program.
-bool IsResident(TensorKind k);
+// Inline: the simulator and the program builders ask it for every tensor.
+constexpr bool IsResident(TensorKind k) {
+  return k == TensorKind::kInput || k == TensorKind::kParameter || k == TensorKind::kBuffer ||
+         k == TensorKind::kOptimizerState;
+}
 
 enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
 bool ParsePhase(std::string_view name, Phase* out);
@@ -147,12 +152,17 @@ struct Graph {
   bool joint = false;  // some op has phase backward
   // Resident tensors, graph outputs and parameter gradients: never freed.
   std::vector<bool> kept_to_end;
+  // The ops' inputs and outputs and the tensors' views, bytes and residence,
+  // flat (topology.h).
+  Topology topology;
 
   // Computes the derived fields above. Checks only what a builder of the IR
   // could get wrong beyond the importer's checks (overflow, order, aliases).
   // The indexes are rebuilt unless they hold one entry per tensor and op
   // already (a builder that renames or reorders must clear them).
   bool Finalize(std::string* err);
+  // Rebuilds `topology` alone (Finalize calls it).
+  void BuildTopology();
 
   int FindTensor(std::string_view id) const;
   int FindOp(std::string_view id) const;

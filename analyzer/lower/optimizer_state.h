@@ -97,7 +97,8 @@ bool AddOptimizerState(const OptimizerOptions& options, Graph* joint, OptimizerS
 // ZeroRedundancyOptimizer's local optimizer updates them in descending numel
 // order (stable; torch/distributed/optim/zero_redundancy_optimizer.py
 // _partition_parameters), so they should be in that order first; FSDP
-// shards the state. Ops of other types keep theirs.
+// shards the state. Ops of other types keep theirs. Finalize the graph again
+// afterwards (it checks the workspaces' sum and lays them out in Topology).
 int64_t SetOptimizerWorkspaces(Graph* g);
 
 }  // namespace memplan

@@ -80,6 +80,7 @@ class ProgramBuilder {
   ProgramBuilder(const Graph& g, const std::vector<bool>& keep,
                  const CheckpointProgramOptions& options)
       : g_(g),
+        topo_(g.topology),
         mode_(options.mode),
         recompute_group_(options.recompute_group ? *options.recompute_group : NoGroups()),
         each_use_(options.each_use ? *options.each_use : NoFlags()),
@@ -96,8 +97,8 @@ class ProgramBuilder {
       continues_[t] = kept[t] || (t < keep.size() && keep[t]);
     // A view of a kept buffer costs nothing to keep: it lives with its base.
     for (size_t t = 0; t < g.tensors.size(); ++t) {
-      int base = g.tensors[t].base;
-      if (base != static_cast<int>(t) && (continues_[base] || IsResident(g.tensors[base].kind)))
+      int base = topo_.base[t];
+      if (base != static_cast<int>(t) && (continues_[base] || topo_.resident[base]))
         continues_[t] = true;
     }
     SetAlive();
@@ -110,20 +111,25 @@ class ProgramBuilder {
     // micro-batches' forwards and backwards); a backward op reads only
     // forward tensors made before it.
     for (int o : order_) {
-      const Op& op = g_.ops[o];
-      if (op.phase == Phase::kForward) {
+      if (topo_.forward[o]) {
         runs_.push_back(o);
         continue;
       }
       if (!members_.empty()) TriggerGroups(o);  // no groups: nothing to trigger
       EnsureInputs(o);
       runs_.push_back(o);
-      for (int out : op.outputs) alive_[out] = true;
-      for (int t : op.inputs) Release(t);
+      for (int out : topo_.Outputs(o)) alive_[out] = true;
+      for (int t : topo_.Inputs(o)) Release(t);
     }
+    // Sorted and distinct by a pass over the tensors (no sort: it is long).
     std::vector<int>& tensors = result_.recomputed_tensors;
-    std::sort(tensors.begin(), tensors.end());
-    tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
+    if (!tensors.empty()) {
+      std::vector<bool> recomputed(g_.tensors.size(), false);
+      for (int t : tensors) recomputed[t] = true;
+      tensors.clear();
+      for (size_t t = 0; t < recomputed.size(); ++t)
+        if (recomputed[t]) tensors.push_back(static_cast<int>(t));
+    }
     result_.program = BuildProgram(g_, runs_, mode_, &continues_);
     return std::move(result_);
   }
@@ -146,9 +152,8 @@ class ProgramBuilder {
   // continuing.
   void SetAlive() {
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
-      const int p = g_.tensors[t].producer;
-      alive_[t] = IsResident(g_.tensors[t].kind) ||
-                  (continues_[t] && p >= 0 && g_.ops[p].phase == Phase::kForward);
+      const int p = topo_.producer[t];
+      alive_[t] = topo_.resident[t] || (continues_[t] && p >= 0 && topo_.forward[p]);
     }
   }
 
@@ -158,12 +163,12 @@ class ProgramBuilder {
   void Release(int u) {
     if (each_use_.empty() || static_cast<int64_t>(result_.recomputed_ops.size()) >= max_reruns_)
       return;
-    const int base = g_.tensors[u].base;
+    const int base = topo_.base[u];
     if (static_cast<size_t>(base) >= each_use_.size() || !each_use_[base] || continues_[base])
       return;
     for (int t : {base, u}) {
-      const int p = g_.tensors[t].producer;
-      if (p < 0 || g_.ops[p].phase != Phase::kForward || !alive_[t]) continue;
+      const int p = topo_.producer[t];
+      if (p < 0 || !topo_.forward[p] || !alive_[t]) continue;
       alive_[t] = false;
       rerun_[p] = false;
     }
@@ -172,16 +177,16 @@ class ProgramBuilder {
   // The first dead tensor op p needs (an input, or the base of a view it
   // makes), or -1.
   int DeadNeed(int p) const {
-    const std::vector<int>& inputs = g_.ops[p].inputs;
+    const std::span<const int> inputs = topo_.Inputs(p);
     if (Reversed(p)) {
       for (auto it = inputs.rbegin(); it != inputs.rend(); ++it)
         if (!alive_[*it]) return *it;
     }
     for (int u : inputs)
       if (!alive_[u]) return u;
-    const std::vector<int>& outputs = g_.ops[p].outputs;
+    const std::span<const int> outputs = topo_.Outputs(p);
     for (int t : outputs) {
-      int base = g_.tensors[t].alias_of;
+      int base = topo_.alias_of[t];
       if (base >= 0 && !alive_[base] &&
           std::find(outputs.begin(), outputs.end(), base) == outputs.end())
         return base;
@@ -193,12 +198,12 @@ class ProgramBuilder {
   // explicit stack, no recursion).
   void Ensure(int t) {
     if (alive_[t]) return;
-    stack_.assign(1, g_.tensors[t].producer);
+    stack_.assign(1, topo_.producer[t]);
     while (!stack_.empty()) {
       int p = stack_.back();
       int u = DeadNeed(p);
       if (u >= 0) {
-        stack_.push_back(g_.tensors[u].producer);  // a forward op: see the header
+        stack_.push_back(topo_.producer[u]);  // a forward op: see the header
         continue;
       }
       stack_.pop_back();
@@ -206,11 +211,11 @@ class ProgramBuilder {
       rerun_[p] = true;
       runs_.push_back(p);
       result_.recomputed_ops.push_back(p);
-      for (int out : g_.ops[p].outputs) {
+      for (int out : topo_.Outputs(p)) {
         if (!alive_[out]) result_.recomputed_tensors.push_back(out);
         alive_[out] = true;
       }
-      for (int in : g_.ops[p].inputs) Release(in);
+      for (int in : topo_.Inputs(p)) Release(in);
     }
   }
 
@@ -300,7 +305,7 @@ class ProgramBuilder {
   // Recomputing one input can release another (each_use): until all are
   // alive. Ensuring t releases only proper ancestors of t, so this ends.
   void EnsureInputs(int o) {
-    const std::vector<int>& inputs = g_.ops[o].inputs;
+    const std::span<const int> inputs = topo_.Inputs(o);
     for (bool all_alive = false; !all_alive;) {
       all_alive = true;
       const size_t n = inputs.size();
@@ -314,6 +319,7 @@ class ProgramBuilder {
   }
 
   const Graph& g_;
+  const Topology& topo_;
   const AccumulationMode mode_;
   const std::vector<int>& recompute_group_;
   const std::vector<bool>& each_use_;

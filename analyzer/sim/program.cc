@@ -76,6 +76,7 @@ std::vector<int> ScheduleOrder(const Graph& g, AccumulationMode mode) { return O
 Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
                      const std::vector<bool>* keep) {
   const int steps = static_cast<int>(runs.size());
+  const Topology& topo = g.topology;
   const std::vector<bool>& kept = KeptToEnd(g);
   auto continues = [&](int t) { return kept[t] || (keep != nullptr && (*keep)[t]); };
 
@@ -98,77 +99,111 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   };
   // Reruns that remake a kept tensor: (step, tensor, the kept instance).
   std::vector<std::array<int, 3>> remade;
-  auto produce = [&](int step, const Op& op) {
-    for (int t : op.outputs) {
+  auto produce = [&](int step, int o) {
+    for (int t : topo.Outputs(o)) {
       if (current[t] < 0 || !continues(t))
         start(t, step);
       else
         remade.push_back({step, t, current[t]});
-      int base = g.tensors[t].alias_of;  // a view is made from its base
+      int base = topo.alias_of[t];  // a view is made from its base
       if (base >= 0) use(base, step);
     }
   };
   for (int p = 0; p < steps; ++p) {
-    const Op& op = g.ops[runs[p]];
-    for (int t : op.inputs) use(t, p);
-    produce(p, op);
+    for (int t : topo.Inputs(runs[p])) use(t, p);
+    produce(p, runs[p]);
   }
 
   // Pass 2: replay the instances to decide in-place takeovers and frees.
-  std::vector<std::vector<int>> views(g.tensors.size());
-  for (size_t t = 0; t < g.tensors.size(); ++t)
-    if (g.tensors[t].alias_of >= 0) views[g.tensors[t].alias_of].push_back(static_cast<int>(t));
+  // The views made directly of each tensor, flat: views_of[view_start[t]..view_start[t + 1]).
+  const size_t nt = g.tensors.size();
+  std::vector<int> view_start(nt + 1, 0), views_of;
+  for (size_t t = 0; t < nt; ++t)
+    if (topo.alias_of[t] >= 0) ++view_start[topo.alias_of[t] + 1];
+  for (size_t t = 0; t < nt; ++t) view_start[t + 1] += view_start[t];
+  views_of.resize(view_start[nt]);
+  {
+    std::vector<int> fill(view_start.begin(), view_start.end() - 1);
+    for (size_t t = 0; t < nt; ++t)
+      if (topo.alias_of[t] >= 0) views_of[fill[topo.alias_of[t]]++] = static_cast<int>(t);
+  }
+  auto push_views = [&](int t, std::vector<int>* out) {
+    out->insert(out->end(), views_of.begin() + view_start[t], views_of.begin() + view_start[t + 1]);
+  };
   std::fill(current.begin(), current.end(), -1);
   size_t next_instance = 0;
   std::vector<int> stack;
   // May op (at step p) take over `in`'s buffer for `out`? See the header.
   auto can_take_over = [&](const Op& op, int in, int out, int p) {
-    if (g.IsView(in) || g.IsView(out) || continues(in) || current[in] < 0) return false;
+    if (topo.IsView(in) || topo.IsView(out) || continues(in) || current[in] < 0) return false;
     if (instances[current[in]].last != p) return false;
-    if (g.tensors[in].bytes != g.tensors[out].bytes) return false;
+    if (topo.bytes[in] != topo.bytes[out]) return false;
     if (std::count(op.inputs.begin(), op.inputs.end(), in) != 1) return false;
-    stack.assign(views[in].begin(), views[in].end());
+    stack.clear();
+    push_views(in, &stack);
     while (!stack.empty()) {
       int w = stack.back();
       stack.pop_back();
       if (kept[w] || (current[w] >= 0 && instances[current[w]].last >= p)) return false;
-      stack.insert(stack.end(), views[w].begin(), views[w].end());
+      push_views(w, &stack);
     }
     return true;
   };
   std::vector<Step> run_steps(steps);
   for (int p = 0; p < steps; ++p) {
-    const Op& op = g.ops[runs[p]];
-    run_steps[p].op = runs[p];
+    const int o = runs[p];
+    run_steps[p].op = o;
     // Only the running sum (the first input) is taken over, as PyTorch's
     // InputBuffer does for dense gradients: a contribution never is.
-    if (mode == AccumulationMode::kInplace && op.accumulate && op.outputs.size() == 1 &&
-        !op.inputs.empty() && can_take_over(op, op.inputs[0], op.outputs[0], p)) {
-      run_steps[p].inplace.emplace_back(op.outputs[0], op.inputs[0]);
-      instances[current[op.inputs[0]]].consumed = true;
+    if (mode == AccumulationMode::kInplace && topo.accumulate[o]) {
+      const Op& op = g.ops[o];
+      if (op.outputs.size() == 1 && !op.inputs.empty() &&
+          can_take_over(op, op.inputs[0], op.outputs[0], p)) {
+        run_steps[p].inplace.emplace_back(op.outputs[0], op.inputs[0]);
+        instances[current[op.inputs[0]]].consumed = true;
+      }
     }
-    for (int t : op.outputs)  // replay pass 1's instance starts
+    for (int t : topo.Outputs(o))  // replay pass 1's instance starts
       if (next_instance < instances.size() && instances[next_instance].tensor == t &&
           (current[t] < 0 || !continues(t)))
         current[t] = static_cast<int>(next_instance++);
   }
-  std::vector<std::vector<int>> frees(steps);
-  for (const Instance& inst : instances)
-    if (!kept[inst.tensor] && !inst.consumed && inst.last >= 0)
-      frees[inst.last].push_back(inst.tensor);
+  // The tensors freed after each step, flat (a counting sort by step):
+  // freed[free_start[p]..free_start[p + 1]).
+  std::vector<int> free_start(steps + 1, 0);
+  auto freed_instance = [&](const Instance& inst) {
+    return !kept[inst.tensor] && !inst.consumed && inst.last >= 0;
+  };
   // A kept copy last used before the rerun is freed by then: the rerun
   // allocates a copy nothing reads, freed right after it.
+  auto freed_rerun = [&](int step, int t, int inst) {
+    return !kept[t] && instances[inst].last < step;
+  };
+  for (const Instance& inst : instances)
+    if (freed_instance(inst)) ++free_start[inst.last + 1];
   for (const auto& [step, t, inst] : remade)
-    if (!kept[t] && instances[inst].last < step) frees[step].push_back(t);
+    if (freed_rerun(step, t, inst)) ++free_start[step + 1];
+  int free_steps = 0;
+  for (int p = 0; p < steps; ++p) {
+    free_steps += free_start[p + 1] > 0;
+    free_start[p + 1] += free_start[p];
+  }
+  std::vector<int> freed(free_start[steps]);
+  {
+    std::vector<int> fill(free_start.begin(), free_start.end() - 1);
+    for (const Instance& inst : instances)
+      if (freed_instance(inst)) freed[fill[inst.last]++] = inst.tensor;
+    for (const auto& [step, t, inst] : remade)
+      if (freed_rerun(step, t, inst)) freed[fill[step]++] = t;
+  }
   Program program;
-  program.steps.reserve(2 * steps);
+  program.steps.reserve(steps + free_steps);
   for (int p = 0; p < steps; ++p) {
     program.steps.push_back(std::move(run_steps[p]));
-    if (!frees[p].empty()) {
-      std::sort(frees[p].begin(), frees[p].end());
-      Step f;
-      f.free = std::move(frees[p]);
-      program.steps.push_back(std::move(f));
+    if (free_start[p + 1] > free_start[p]) {
+      Step& f = program.steps.emplace_back();
+      f.free.assign(freed.begin() + free_start[p], freed.begin() + free_start[p + 1]);
+      std::sort(f.free.begin(), f.free.end());
     }
   }
   return program;

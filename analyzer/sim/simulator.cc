@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <unordered_set>
 
 namespace memplan {
 namespace {
+
+bool Contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 struct Buffer {
   int owner;
@@ -18,7 +21,7 @@ struct Buffer {
 class Replay {
  public:
   Replay(const Graph& g, const Program& p, const SimOptions& o, SimResult* r)
-      : g_(g), p_(p), opt_(o), r_(r), kept_(KeptToEnd(g)) {}
+      : g_(g), topo_(g.topology), p_(p), opt_(o), r_(r), kept_(KeptToEnd(g)) {}
 
   // snapshot_step: collect live_at_peak at this step (-1: after start-up).
   // With snapshot_step >= -1, stops right after collecting what is alive
@@ -27,6 +30,12 @@ class Replay {
     err_ = err;
     snapshot_step_ = snapshot_step;
     const size_t nt = g_.tensors.size();
+    if (topo_.io_start.size() != g_.ops.size() + 1 || topo_.bytes.size() != nt)
+      return Fail(fmt::format(
+          "the graph has {} ops and {} tensors, its topology {} and {}: finalize it again after "
+          "changing it",
+          g_.ops.size(), nt, topo_.io_start.size() - (topo_.io_start.empty() ? 0 : 1),
+          topo_.bytes.size()));
     alive_.assign(nt, false);
     buffer_of_.assign(nt, -1);
     gone_at_.assign(nt, -1);
@@ -40,9 +49,9 @@ class Replay {
     r_->live_after.reserve(p_.steps.size());
     r_->recompute.reserve(p_.steps.size());
     for (size_t t = 0; t < nt; ++t)
-      if (g_.IsResidentTensor(int(t)) && !g_.IsView(int(t))) Allocate(int(t), -1);
+      if (topo_.resident[t] && !topo_.IsView(int(t))) Allocate(int(t), -1);
     for (size_t t = 0; t < nt; ++t)
-      if (g_.IsResidentTensor(int(t)) && g_.IsView(int(t))) Alias(int(t), g_.tensors[t].base);
+      if (topo_.resident[t] && topo_.IsView(int(t))) Alias(int(t), topo_.base[t]);
     r_->start_bytes = live_;
     r_->peak_bytes = live_;
     r_->peak_step = -1;
@@ -84,7 +93,7 @@ class Replay {
 
   int Allocate(int t, int step) {
     int b = static_cast<int>(buffers_.size());
-    int64_t bytes = g_.tensors[t].bytes;
+    int64_t bytes = topo_.bytes[t];
     r_->intervals.push_back({t, bytes, step, -1});
     buffers_.push_back({t, bytes, 1, static_cast<int>(r_->intervals.size()) - 1});
     alive_[t] = true;
@@ -111,25 +120,29 @@ class Replay {
   bool RunStep(const Step& step) {
     if (step.op < 0 || step.op >= static_cast<int>(g_.ops.size()))
       return Fail(fmt::format("step {}: no op with index {}", step_, step.op));
-    const Op& op = g_.ops[step.op];
-    int run = ++runs_[step.op];
-    if (run == 1) first_run_[step.op] = step_;
+    const int o = step.op;
+    const std::span<const int> inputs = topo_.Inputs(o), outputs = topo_.Outputs(o);
+    int run = ++runs_[o];
+    if (run == 1) first_run_[o] = step_;
     bool recompute = run > 1;
-    if (recompute && op.phase != Phase::kForward)
+    if (recompute && !topo_.forward[o])
       return Fail(
           fmt::format("{}: {} op \"{}\" already ran at step {}; expected it to run "
                       "exactly once",
-                      Where(), PhaseName(op.phase), op.id, first_run_[step.op]));
-    for (int t : op.inputs)
+                      Where(), PhaseName(g_.ops[o].phase), g_.ops[o].id, first_run_[o]));
+    for (int t : inputs)
       if (!alive_[t])
         return Fail(fmt::format("{}: input {} is not alive{}", Where(), Name(t), WhyDead(t)));
 
     // In-place takeovers.
-    std::vector<int> taken_by;
-    std::unordered_set<int> inplace_outs;
+    // In-place lists hold a pair or two: plain vectors, reused across steps.
+    std::vector<int>& taken_by = taken_by_;
+    std::vector<int>& inplace_outs = inplace_outs_;
+    taken_by.clear();
+    inplace_outs.clear();
     for (auto [out, in] : step.inplace) {
-      bool is_out = std::count(op.outputs.begin(), op.outputs.end(), out) > 0;
-      bool is_in = std::count(op.inputs.begin(), op.inputs.end(), in) > 0;
+      bool is_out = std::count(outputs.begin(), outputs.end(), out) > 0;
+      bool is_in = std::count(inputs.begin(), inputs.end(), in) > 0;
       if (!is_out || !is_in)
         return Fail(
             fmt::format("{}: in-place {} <- {}: expected an output and an input of the "
@@ -149,39 +162,42 @@ class Replay {
             fmt::format("{}: in-place {} <- {}: the buffer of {} is shared with a live "
                         "view",
                         Where(), Name(out), Name(in), Name(in)));
-      if (!inplace_outs.insert(out).second || std::count(taken_by.begin(), taken_by.end(), in))
+      if (Contains(inplace_outs, out) || Contains(taken_by, in))
         return Fail(fmt::format("{}: in-place {} <- {}: each output and input may appear once",
                                 Where(), Name(out), Name(in)));
       if (alive_[out])
         return Fail(fmt::format("{}: in-place {} <- {}: {} is already alive", Where(), Name(out),
                                 Name(in), Name(out)));
       taken_by.push_back(in);
+      inplace_outs.push_back(out);
     }
 
     // New buffers (outputs not taken over, not views), fresh copies of
     // outputs that are still alive, and workspace.
     int64_t fresh = 0, added = 0;
-    std::vector<int> fresh_outs;
-    for (int t : op.outputs) {
-      if (g_.IsView(t) || inplace_outs.count(t)) continue;
+    std::vector<int>& fresh_outs = fresh_outs_;
+    fresh_outs.clear();
+    for (int t : outputs) {
+      if (topo_.IsView(t) || Contains(inplace_outs, t)) continue;
       if (alive_[t]) {
-        fresh += g_.tensors[t].bytes;
+        fresh += topo_.bytes[t];
         fresh_outs.push_back(t);
       } else {
-        added += g_.tensors[t].bytes;
+        added += topo_.bytes[t];
       }
     }
-    int64_t during = live_ + added + fresh + op.workspace_bytes;
+    const int64_t workspace = topo_.workspace_bytes[o];
+    int64_t during = live_ + added + fresh + workspace;
     r_->live_during.push_back(during);
     r_->recompute.push_back(recompute);
     if (during > r_->peak_bytes) {
       r_->peak_bytes = during;
       r_->peak_step = step_;
     }
-    if (snapshot_step_ == step_) Snapshot(&op, inplace_outs, op.workspace_bytes);
+    if (snapshot_step_ == step_) Snapshot(&g_.ops[o], inplace_outs, workspace);
     if (recompute) {
       ++r_->recompute_runs;
-      if (!opt_.op_cost.empty()) r_->recompute_cost += opt_.op_cost[step.op];
+      if (!opt_.op_cost.empty()) r_->recompute_cost += opt_.op_cost[o];
     }
 
     // Apply: fresh copies vanish; in-place outputs take their inputs' buffers.
@@ -195,15 +211,15 @@ class Replay {
       gone_at_[out] = -1;
       consumed_at_[out] = -1;
     }
-    for (int t : op.outputs) {
-      if (g_.IsView(t) || inplace_outs.count(t) || alive_[t]) continue;
+    for (int t : outputs) {
+      if (topo_.IsView(t) || Contains(inplace_outs, t) || alive_[t]) continue;
       Allocate(t, step_);
       gone_at_[t] = consumed_at_[t] = -1;
     }
-    for (int t : fresh_outs) r_->intervals.push_back({t, g_.tensors[t].bytes, step_, step_});
-    for (int t : op.outputs) {
-      if (!g_.IsView(t) || alive_[t]) continue;
-      int parent = g_.tensors[t].alias_of;
+    for (int t : fresh_outs) r_->intervals.push_back({t, topo_.bytes[t], step_, step_});
+    for (int t : outputs) {
+      if (!topo_.IsView(t) || alive_[t]) continue;
+      int parent = topo_.alias_of[t];
       if (!alive_[parent])
         return Fail(fmt::format("{}: view {} of {}: {} is not alive{}", Where(), Name(t),
                                 Name(parent), Name(parent), WhyDead(parent)));
@@ -220,7 +236,7 @@ class Replay {
     for (int t : step.free) {
       if (t < 0 || t >= static_cast<int>(g_.tensors.size()))
         return Fail(fmt::format("{}: no tensor with index {}", Where(), t));
-      if (g_.IsResidentTensor(t))
+      if (topo_.resident[t])
         return Fail(
             fmt::format("{}: {} is {} and stays alive to the end; expected a "
                         "non-resident tensor",
@@ -236,7 +252,7 @@ class Replay {
 
   bool CheckEnd() {
     for (size_t o = 0; o < g_.ops.size(); ++o)
-      if (g_.ops[o].phase == Phase::kBackward && runs_[o] == 0)
+      if (runs_[o] == 0 && g_.ops[o].phase == Phase::kBackward)
         return Fail(
             fmt::format("backward op \"{}\" never runs; expected every backward op to run "
                         "exactly once",
@@ -245,7 +261,7 @@ class Replay {
       if (!alive_[t])
         return Fail(fmt::format("graph output {} is not alive at the end{}", Name(t), WhyDead(t)));
     for (size_t t = 0; t < g_.tensors.size(); ++t)
-      if (g_.IsParameterGradient(int(t)) && !alive_[t])
+      if (kept_[t] && !alive_[t] && g_.IsParameterGradient(int(t)))
         return Fail(fmt::format("parameter gradient {} is not alive at the end{}", Name(int(t)),
                                 WhyDead(int(t))));
     return true;
@@ -253,7 +269,7 @@ class Replay {
 
   // Everything alive now, plus (during a run step) the op's new outputs and
   // its workspace.
-  void Snapshot(const Op* op, const std::unordered_set<int>& inplace_outs, int64_t workspace) {
+  void Snapshot(const Op* op, const std::vector<int>& inplace_outs, int64_t workspace) {
     std::vector<int> holder(buffers_.size(), -1);
     for (size_t t = 0; t < g_.tensors.size(); ++t) {
       if (!alive_[t]) continue;
@@ -267,7 +283,8 @@ class Replay {
         out.push_back({holder[b], buffers_[b].owner, -1, buffers_[b].bytes});
     if (op != nullptr) {
       for (int t : op->outputs)
-        if (!g_.IsView(t) && !inplace_outs.count(t)) out.push_back({t, t, -1, g_.tensors[t].bytes});
+        if (!g_.IsView(t) && !Contains(inplace_outs, t))
+          out.push_back({t, t, -1, g_.tensors[t].bytes});
       if (workspace > 0) out.push_back({-1, -1, p_.steps[step_].op, workspace});
     }
     std::stable_sort(out.begin(), out.end(), [](const LiveBuffer& a, const LiveBuffer& b) {
@@ -282,6 +299,7 @@ class Replay {
   }
 
   const Graph& g_;
+  const Topology& topo_;
   const Program& p_;
   const SimOptions& opt_;
   SimResult* r_;
@@ -293,6 +311,7 @@ class Replay {
   std::vector<bool> alive_;
   std::vector<int> buffer_of_, gone_at_, consumed_at_, runs_, first_run_;
   std::vector<Buffer> buffers_;
+  std::vector<int> taken_by_, inplace_outs_, fresh_outs_;  // RunStep's, per step
 };
 
 // By tensor: the step of the first run of the op making each (non-view)

@@ -218,7 +218,7 @@ bool ShardOptimizerState(const ParallelOptions& options, Graph* g, RankStats* st
   RemoveTensors(g, drop);
   if (!g->Finalize(err)) return false;
   SetOptimizerWorkspaces(g);  // the previous parameter is now the rank's
-  return true;
+  return g->Finalize(err);    // checks the workspaces' sum, lays them out again
 }
 
 struct Unit {
@@ -819,7 +819,10 @@ bool MakeRankStep(const ParallelOptions& options, Graph* g, RankStats* stats, st
   }
   if (!ok || !g->Finalize(err)) return false;
   // FSDP's optimizer updates the shards: its temporaries are shard-sized.
-  if (options.strategy == Strategy::kFsdp) SetOptimizerWorkspaces(g);
+  if (options.strategy == Strategy::kFsdp) {
+    SetOptimizerWorkspaces(g);
+    if (!g->Finalize(err)) return false;  // as after AddOptimizerState's
+  }
   for (const Tensor& t : g->tensors) {
     if (t.kind == TensorKind::kParameter) stats->parameter_bytes += t.bytes;
     if (t.kind == TensorKind::kOptimizerState) stats->optimizer_state_bytes += t.bytes;
