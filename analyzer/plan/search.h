@@ -274,7 +274,15 @@ class Search {
   std::vector<bool> order_matters_;     // by op (op granularity only; OrderMatters)
   std::vector<bool> reverse_;           // by op: recompute dead inputs last first
   bool order_search_ = false;           // some op's order can matter
-  ScoredPlan lowest_;
+  // The lowest peak met: its figures and decisions, not its program, which
+  // is scored again only when it is the answer (nothing fits): copying a
+  // plan at each lower peak cost more than scoring it once more.
+  struct Lowest {
+    int64_t peak_bytes = 0;
+    double recompute_cost = 0;
+    std::vector<bool> keep, each_use, reverse_order;
+  };
+  Lowest lowest_;
   std::vector<std::string> lowest_modules_;
   ChainStages stages_;
   bool stages_computed_ = false;

@@ -12,9 +12,9 @@ namespace memplan::plan_search {
 namespace {
 
 // Lower peak first, then lower cost: what to report when nothing fits.
-bool LowerPeak(const ScoredPlan& a, const ScoredPlan& b) {
-  if (a.sim.peak_bytes != b.sim.peak_bytes) return a.sim.peak_bytes < b.sim.peak_bytes;
-  return a.recompute_cost < b.recompute_cost;
+bool LowerPeak(const ScoredPlan& a, int64_t peak_bytes, double recompute_cost) {
+  if (a.sim.peak_bytes != peak_bytes) return a.sim.peak_bytes < peak_bytes;
+  return a.recompute_cost < recompute_cost;
 }
 
 }  // namespace
@@ -103,26 +103,26 @@ bool Search::Run(std::string* err) {
       result_->search_complete = false;
     }
   }
-  result_->min_feasible_peak_bytes = lowest_.sim.peak_bytes;
+  result_->min_feasible_peak_bytes = lowest_.peak_bytes;
   // The heuristics prove a least peak only when it is the floor.
   if (algorithm != PlanAlgorithm::kExact && !result_->feasible &&
-      lowest_.sim.peak_bytes > result_->lower_bound_bytes)
+      lowest_.peak_bytes > result_->lower_bound_bytes)
     result_->search_complete = false;
-  if (!result_->feasible) {
-    result_->best = lowest_;
-    result_->modules = lowest_modules_;
-  }
-  // The chosen plan may come from a trial scored without the live set.
-  if (result_->best.sim.live_at_peak.empty()) {
+  // The answer is scored again, with its live set, unless its trial had one.
+  const ScoredPlan* answer = result_->feasible ? &result_->best : nullptr;
+  if (answer == nullptr || answer->sim.live_at_peak.empty()) {
+    const std::vector<bool>& keep = answer ? answer->keep : lowest_.keep;
+    const std::vector<bool>& each_use = answer ? answer->each_use : lowest_.each_use;
+    const std::vector<bool>& reverse = answer ? answer->reverse_order : lowest_.reverse_order;
     ScoredPlan detailed;
-    const ScoreOptions score{
-        .program = ProgramOptions(&result_->best.each_use, &result_->best.reverse_order),
-        .detailed = true,
-        .accumulating_gradients = options_.accumulating_gradients};
-    if (!ScoreCheckpointSet(g_, result_->best.keep, costs_, score, &detailed, err_)) return false;
+    const ScoreOptions score{.program = ProgramOptions(&each_use, &reverse),
+                             .detailed = true,
+                             .accumulating_gradients = options_.accumulating_gradients};
+    if (!ScoreCheckpointSet(g_, keep, costs_, score, &detailed, err_)) return false;
     detailed.recompute_cost += DispatchCharge(detailed.keep);
     result_->best = std::move(detailed);
   }
+  if (!result_->feasible) result_->modules = lowest_modules_;
   if (options_.granularity == Granularity::kSac) {
     result_->sac_dispatch_cost = DispatchCharge(result_->best.keep);
     const std::vector<bool> policy = ModulesWithPolicy(result_->best.keep);
@@ -201,8 +201,12 @@ bool Search::ScoreDetailedBelow(ScoredPlan* out, int64_t peak) {
       !CollectPlanLiveAtPeak(g_, options_.accumulating_gradients, out, err_))
     return false;
   out->recompute_cost += DispatchCharge(out->keep);
-  if (result_->evaluations == 1 || LowerPeak(*out, lowest_)) {
-    lowest_ = *out;
+  if (result_->evaluations == 1 || LowerPeak(*out, lowest_.peak_bytes, lowest_.recompute_cost)) {
+    lowest_.peak_bytes = out->sim.peak_bytes;
+    lowest_.recompute_cost = out->recompute_cost;
+    lowest_.keep = out->keep;
+    lowest_.each_use = out->each_use;
+    lowest_.reverse_order = out->reverse_order;
     lowest_modules_ = DroppedModules();
   }
   if (out->sim.peak_bytes <= budget_ &&
