@@ -1,6 +1,7 @@
 #include "analyzer/sim/simulator.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <numeric>
 
@@ -47,6 +48,62 @@ std::vector<std::string> OpOrder(const Graph& g, const Program& p) {
   for (const Step& s : p.steps)
     if (s.IsRun()) order.push_back(g.ops[s.op].id);
   return order;
+}
+
+// A two-way fan-in whose running sum c1 may have views (v of c1, vv of v)
+// and later readers, given as extra backward ops after the sum.
+std::string SumGraph(const std::string& before_sum, const std::string& after_sum) {
+  return std::string(R"({
+  "format": "memplan.graph/1", "name": "sum",
+  "tensors": [
+    {"id": "w", "shape": [256], "dtype": "float32", "kind": "parameter"},
+    {"id": "h", "shape": [256], "dtype": "float32"},
+    {"id": "c1", "shape": [256], "dtype": "float32", "kind": "gradient"},
+    {"id": "c2", "shape": [256], "dtype": "float32", "kind": "gradient"},
+    {"id": "v", "shape": [256], "dtype": "float32", "kind": "gradient", "alias_of": "c1"},
+    {"id": "vv", "shape": [256], "dtype": "float32", "kind": "gradient", "alias_of": "v"},
+    {"id": "r1", "shape": [256], "dtype": "float32", "kind": "gradient"},
+    {"id": "r2", "shape": [256], "dtype": "float32", "kind": "gradient"},
+    {"id": "w.grad", "shape": [256], "dtype": "float32", "grad_of": "w"}
+  ],
+  "ops": [
+    {"id": "f", "type": "tanh", "inputs": ["w"], "outputs": ["h"]},
+    {"id": "b1", "type": "x", "inputs": ["h"], "outputs": ["c1"], "phase": "backward"},
+    {"id": "b2", "type": "x", "inputs": ["h"], "outputs": ["c2"], "phase": "backward"})") +
+         before_sum + R"(,
+    {"id": "acc", "type": "add", "inputs": ["c1", "c2"], "outputs": ["w.grad"], "phase": "backward", "accumulate": true})" +
+         after_sum + R"(
+  ],
+  "outputs": []
+})";
+}
+
+bool SumTakenOver(const std::string& before_sum, const std::string& after_sum) {
+  Graph g = MustParse(SumGraph(before_sum, after_sum));
+  const Program p = BuildBaselineProgram(g, AccumulationMode::kInplace);
+  testing::MustSimulate(g, p);
+  for (const Step& s : p.steps)
+    if (s.IsRun() && g.ops[s.op].id == "acc") return !s.inplace.empty();
+  FAIL("no step runs acc");
+  return false;
+}
+
+TEST_CASE("inplace accumulation: the running sum is taken over unless it or a view is read later") {
+  const std::string view = R"(,
+    {"id": "mk_v", "type": "view", "inputs": ["c1"], "outputs": ["v"], "phase": "backward"})";
+  const std::string view_of_view = view + R"(,
+    {"id": "mk_vv", "type": "view", "inputs": ["v"], "outputs": ["vv"], "phase": "backward"})";
+  auto reads = [](const char* op, const char* t, const char* out) {
+    return fmt::format(R"(,
+    {{"id": "{}", "type": "x", "inputs": ["{}"], "outputs": ["{}"], "phase": "backward"}})",
+                       op, t, out);
+  };
+  CHECK(SumTakenOver("", ""));
+  CHECK_FALSE(SumTakenOver("", reads("late", "c1", "r1")));
+  CHECK(SumTakenOver(view + reads("early", "v", "r1"), ""));
+  CHECK_FALSE(SumTakenOver(view, reads("late", "v", "r1")));
+  CHECK_FALSE(SumTakenOver(view_of_view, reads("late", "vv", "r1")));
+  CHECK(SumTakenOver(view_of_view + reads("early", "vv", "r1"), reads("other", "c2", "r2")));
 }
 
 TEST_CASE("accumulation modes: hand-computed peaks on a four-way fan-in") {

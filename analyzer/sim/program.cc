@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
+#include <span>
 
 #include "analyzer/base/enum_table.h"
 
@@ -73,6 +75,35 @@ std::vector<int> OpOrder(const Graph& g, AccumulationMode mode) {
 
 std::vector<int> ScheduleOrder(const Graph& g, AccumulationMode mode) { return OpOrder(g, mode); }
 
+namespace {
+
+// The views made directly of each tensor, flat: of(t) = [start[t], start[t + 1]).
+struct ViewLists {
+  std::vector<int> start, views;
+  explicit ViewLists(const Topology& topo) : start(topo.alias_of.size() + 1, 0) {
+    const size_t nt = topo.alias_of.size();
+    for (size_t t = 0; t < nt; ++t)
+      if (topo.alias_of[t] >= 0) ++start[topo.alias_of[t] + 1];
+    for (size_t t = 0; t < nt; ++t) start[t + 1] += start[t];
+    views.resize(start[nt]);
+    std::vector<int> fill(start.begin(), start.end() - 1);
+    for (size_t t = 0; t < nt; ++t)
+      if (topo.alias_of[t] >= 0) views[fill[topo.alias_of[t]]++] = static_cast<int>(t);
+  }
+  void PushViews(int t, std::vector<int>* out) const {
+    out->insert(out->end(), views.begin() + start[t], views.begin() + start[t + 1]);
+  }
+};
+
+// An accumulate step that may take over its running sum's buffer, with what
+// is known while the instances are made; decided once their last uses are.
+struct TakeOverCandidate {
+  int step, out, in, instance;  // the sum `in` and its instance at `step`
+  int views_begin, views_end;   // instances of its live views at `step`
+};
+
+}  // namespace
+
 Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
                      const std::vector<bool>* keep) {
   const int steps = static_cast<int>(runs.size());
@@ -80,8 +111,9 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   const std::vector<bool>& kept = KeptToEnd(g);
   auto continues = [&](int t) { return kept[t] || (keep != nullptr && (*keep)[t]); };
 
-  // Pass 1: instances (one per production, except that a rerun does not
-  // replace a kept tensor) and the last step that uses each.
+  // One pass: instances (one per production, except that a rerun does not
+  // replace a kept tensor), the last step that uses each, and the in-place
+  // candidates with the instances they depend on.
   struct Instance {
     int tensor;
     int last;
@@ -99,74 +131,61 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   };
   // Reruns that remake a kept tensor: (step, tensor, the kept instance).
   std::vector<std::array<int, 3>> remade;
-  auto produce = [&](int step, int o) {
-    for (int t : topo.Outputs(o)) {
-      if (current[t] < 0 || !continues(t))
-        start(t, step);
-      else
-        remade.push_back({step, t, current[t]});
-      int base = topo.alias_of[t];  // a view is made from its base
-      if (base >= 0) use(base, step);
-    }
-  };
-  for (int p = 0; p < steps; ++p) {
-    for (int t : topo.Inputs(runs[p])) use(t, p);
-    produce(p, runs[p]);
-  }
-
-  // Pass 2: replay the instances to decide in-place takeovers and frees.
-  // The views made directly of each tensor, flat: views_of[view_start[t]..view_start[t + 1]).
-  const size_t nt = g.tensors.size();
-  std::vector<int> view_start(nt + 1, 0), views_of;
-  for (size_t t = 0; t < nt; ++t)
-    if (topo.alias_of[t] >= 0) ++view_start[topo.alias_of[t] + 1];
-  for (size_t t = 0; t < nt; ++t) view_start[t + 1] += view_start[t];
-  views_of.resize(view_start[nt]);
-  {
-    std::vector<int> fill(view_start.begin(), view_start.end() - 1);
-    for (size_t t = 0; t < nt; ++t)
-      if (topo.alias_of[t] >= 0) views_of[fill[topo.alias_of[t]]++] = static_cast<int>(t);
-  }
-  auto push_views = [&](int t, std::vector<int>* out) {
-    out->insert(out->end(), views_of.begin() + view_start[t], views_of.begin() + view_start[t + 1]);
-  };
-  std::fill(current.begin(), current.end(), -1);
-  size_t next_instance = 0;
-  std::vector<int> stack;
-  // May op (at step p) take over `in`'s buffer for `out`? See the header.
-  auto can_take_over = [&](const Op& op, int in, int out, int p) {
-    if (topo.IsView(in) || topo.IsView(out) || continues(in) || current[in] < 0) return false;
-    if (instances[current[in]].last != p) return false;
-    if (topo.bytes[in] != topo.bytes[out]) return false;
-    if (std::count(op.inputs.begin(), op.inputs.end(), in) != 1) return false;
+  std::vector<TakeOverCandidate> candidates;
+  std::vector<int> candidate_views, stack;
+  std::unique_ptr<ViewLists> view_lists;  // made at the first candidate
+  // Only the running sum (the first input) is taken over, as PyTorch's
+  // InputBuffer does for dense gradients: a contribution never is. Here the
+  // conditions known at step p; Decide checks the last uses.
+  auto note_candidate = [&](int p, int o) {
+    const std::span<const int> inputs = topo.Inputs(o), outputs = topo.Outputs(o);
+    if (outputs.size() != 1 || inputs.empty()) return;
+    const int in = inputs[0], out = outputs[0];
+    if (topo.IsView(in) || topo.IsView(out) || continues(in) || current[in] < 0) return;
+    if (topo.bytes[in] != topo.bytes[out]) return;
+    if (std::count(inputs.begin(), inputs.end(), in) != 1) return;
+    if (!view_lists) view_lists = std::make_unique<ViewLists>(topo);
+    TakeOverCandidate c{p, out, in, current[in], static_cast<int>(candidate_views.size()), 0};
     stack.clear();
-    push_views(in, &stack);
+    view_lists->PushViews(in, &stack);
     while (!stack.empty()) {
       int w = stack.back();
       stack.pop_back();
-      if (kept[w] || (current[w] >= 0 && instances[current[w]].last >= p)) return false;
-      push_views(w, &stack);
+      if (kept[w]) {
+        candidate_views.resize(c.views_begin);
+        return;
+      }
+      if (current[w] >= 0) candidate_views.push_back(current[w]);
+      view_lists->PushViews(w, &stack);
     }
-    return true;
+    c.views_end = static_cast<int>(candidate_views.size());
+    candidates.push_back(c);
   };
-  std::vector<Step> run_steps(steps);
   for (int p = 0; p < steps; ++p) {
     const int o = runs[p];
-    run_steps[p].op = o;
-    // Only the running sum (the first input) is taken over, as PyTorch's
-    // InputBuffer does for dense gradients: a contribution never is.
-    if (mode == AccumulationMode::kInplace && topo.accumulate[o]) {
-      const Op& op = g.ops[o];
-      if (op.outputs.size() == 1 && !op.inputs.empty() &&
-          can_take_over(op, op.inputs[0], op.outputs[0], p)) {
-        run_steps[p].inplace.emplace_back(op.outputs[0], op.inputs[0]);
-        instances[current[op.inputs[0]]].consumed = true;
-      }
+    for (int t : topo.Inputs(o)) use(t, p);
+    if (mode == AccumulationMode::kInplace && topo.accumulate[o]) note_candidate(p, o);
+    for (int t : topo.Outputs(o)) {
+      if (current[t] < 0 || !continues(t))
+        start(t, p);
+      else
+        remade.push_back({p, t, current[t]});
+      int base = topo.alias_of[t];  // a view is made from its base
+      if (base >= 0) use(base, p);
     }
-    for (int t : topo.Outputs(o))  // replay pass 1's instance starts
-      if (next_instance < instances.size() && instances[next_instance].tensor == t &&
-          (current[t] < 0 || !continues(t)))
-        current[t] = static_cast<int>(next_instance++);
+  }
+
+  // In-place takeovers: the sum's last use is this step and no view of it
+  // is used here or later.
+  std::vector<std::pair<int, int>> takeover(steps, {-1, -1});
+  for (const TakeOverCandidate& c : candidates) {
+    if (instances[c.instance].last != c.step) continue;
+    bool views_dead = true;
+    for (int v = c.views_begin; v < c.views_end && views_dead; ++v)
+      views_dead = instances[candidate_views[v]].last < c.step;
+    if (!views_dead) continue;
+    takeover[c.step] = {c.out, c.in};
+    instances[c.instance].consumed = true;
   }
   // The tensors freed after each step, flat (a counting sort by step):
   // freed[free_start[p]..free_start[p + 1]).
@@ -199,7 +218,9 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   Program program;
   program.steps.reserve(steps + free_steps);
   for (int p = 0; p < steps; ++p) {
-    program.steps.push_back(std::move(run_steps[p]));
+    Step& run = program.steps.emplace_back();
+    run.op = runs[p];
+    if (takeover[p].first >= 0) run.inplace.push_back(takeover[p]);
     if (free_start[p + 1] > free_start[p]) {
       Step& f = program.steps.emplace_back();
       f.free.assign(freed.begin() + free_start[p], freed.begin() + free_start[p + 1]);
