@@ -331,6 +331,37 @@ TEST_CASE("checkpoint: a tensor recomputed at each use is freed after each and r
   CHECK(r_each.peak_bytes <= r_held.peak_bytes);
 }
 
+TEST_CASE("simulator: peak_only gives the full replay's figures and nothing else") {
+  std::mt19937 rng(7);
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    Graph g = MustLower(testing::RandomForwardGraph(seed, 12 + static_cast<int>(seed % 20)));
+    std::vector<bool> keep(g.tensors.size(), false);
+    for (int t : CheckpointCandidates(g)) keep[t] = (rng() % 2) == 0;
+    const CheckpointProgram cp = BuildCheckpointProgram(g, keep);
+    SimOptions full, lean;
+    full.op_cost = lean.op_cost = std::vector<double>(g.ops.size(), 1.5);
+    lean.peak_only = true;
+    SimResult a, b;
+    std::string err;
+    REQUIRE(Simulate(g, cp.program, full, &a, &err));
+    REQUIRE(Simulate(g, cp.program, lean, &b, &err));
+    CHECK(b.peak_bytes == a.peak_bytes);
+    CHECK(b.peak_step == a.peak_step);
+    CHECK(b.start_bytes == a.start_bytes);
+    CHECK(b.end_bytes == a.end_bytes);
+    CHECK(b.recompute_cost == a.recompute_cost);
+    CHECK(b.recompute_runs == a.recompute_runs);
+    CHECK(b.peak_by_kind == a.peak_by_kind);
+    CHECK(b.live_at_peak.size() == a.live_at_peak.size());
+    CHECK(b.live_during.empty());
+    CHECK(b.live_after.empty());
+    CHECK(b.recompute.empty());
+    CHECK(b.intervals.empty());
+    CHECK(!a.intervals.empty());
+  }
+}
+
 TEST_CASE("checkpoint: recomputing at each use never changes a program that recomputes nothing") {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     CAPTURE(seed);

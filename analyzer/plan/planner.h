@@ -259,6 +259,8 @@ struct ScoreOptions {
   bool detailed = true;
   // SimOptions::accumulating_gradients.
   bool accumulating_gradients = false;
+  // SimOptions::peak_only: the plan's simulation holds its figures only.
+  bool peak_only = false;
 };
 
 // Scores one checkpoint set (keep, by tensor) with op costs by op index

@@ -108,9 +108,10 @@ bool Search::Run(std::string* err) {
   if (algorithm != PlanAlgorithm::kExact && !result_->feasible &&
       lowest_.peak_bytes > result_->lower_bound_bytes)
     result_->search_complete = false;
-  // The answer is scored again, with its live set, unless its trial had one.
+  // The answer is scored again in full: the search's trials keep only their
+  // figures (peak_only) and some their live set.
   const ScoredPlan* answer = result_->feasible ? &result_->best : nullptr;
-  if (answer == nullptr || answer->sim.live_at_peak.empty()) {
+  {
     const std::vector<bool>& keep = answer ? answer->keep : lowest_.keep;
     const std::vector<bool>& each_use = answer ? answer->each_use : lowest_.each_use;
     const std::vector<bool>& reverse = answer ? answer->reverse_order : lowest_.reverse_order;
@@ -195,7 +196,8 @@ bool Search::ScoreDetailedBelow(ScoredPlan* out, int64_t peak) {
   const std::vector<bool> each_use = EachUseVector();
   const ScoreOptions score{.program = ProgramOptions(&each_use, &reverse_),
                            .detailed = false,
-                           .accumulating_gradients = options_.accumulating_gradients};
+                           .accumulating_gradients = options_.accumulating_gradients,
+                           .peak_only = true};
   if (!ScoreCheckpointSet(g_, KeepVector(), costs_, score, out, err_)) return false;
   if (out->sim.peak_bytes < peak &&
       !CollectPlanLiveAtPeak(g_, options_.accumulating_gradients, out, err_))

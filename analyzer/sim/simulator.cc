@@ -21,7 +21,13 @@ struct Buffer {
 class Replay {
  public:
   Replay(const Graph& g, const Program& p, const SimOptions& o, SimResult* r)
-      : g_(g), topo_(g.topology), p_(p), opt_(o), r_(r), kept_(KeptToEnd(g)) {}
+      : g_(g),
+        topo_(g.topology),
+        p_(p),
+        opt_(o),
+        r_(r),
+        kept_(KeptToEnd(g)),
+        lean_(o.peak_only && !o.accumulating_gradients) {}
 
   // snapshot_step: collect live_at_peak at this step (-1: after start-up).
   // With snapshot_step >= -1, stops right after collecting what is alive
@@ -45,9 +51,11 @@ class Replay {
     buffers_.clear();
     live_ = 0;
     *r_ = SimResult();
-    r_->live_during.reserve(p_.steps.size());
-    r_->live_after.reserve(p_.steps.size());
-    r_->recompute.reserve(p_.steps.size());
+    if (!lean_) {
+      r_->live_during.reserve(p_.steps.size());
+      r_->live_after.reserve(p_.steps.size());
+      r_->recompute.reserve(p_.steps.size());
+    }
     for (size_t t = 0; t < nt; ++t)
       if (topo_.resident[t] && !topo_.IsView(int(t))) Allocate(int(t), -1);
     for (size_t t = 0; t < nt; ++t)
@@ -68,8 +76,9 @@ class Replay {
     }
     r_->end_bytes = live_;
     if (opt_.require_complete && !CheckEnd()) return false;
-    for (Buffer& b : buffers_)
-      if (b.refs > 0) r_->intervals[b.interval].free_step = static_cast<int>(p_.steps.size());
+    if (!lean_)
+      for (Buffer& b : buffers_)
+        if (b.refs > 0) r_->intervals[b.interval].free_step = static_cast<int>(p_.steps.size());
     return true;
   }
 
@@ -94,7 +103,7 @@ class Replay {
   int Allocate(int t, int step) {
     int b = static_cast<int>(buffers_.size());
     int64_t bytes = topo_.bytes[t];
-    r_->intervals.push_back({t, bytes, step, -1});
+    if (!lean_) r_->intervals.push_back({t, bytes, step, -1});
     buffers_.push_back({t, bytes, 1, static_cast<int>(r_->intervals.size()) - 1});
     alive_[t] = true;
     buffer_of_[t] = b;
@@ -113,7 +122,7 @@ class Replay {
     buffer_of_[t] = -1;
     if (--b.refs == 0) {
       live_ -= b.bytes;
-      r_->intervals[b.interval].free_step = step_;
+      if (!lean_) r_->intervals[b.interval].free_step = step_;
     }
   }
 
@@ -188,8 +197,10 @@ class Replay {
     }
     const int64_t workspace = topo_.workspace_bytes[o];
     int64_t during = live_ + added + fresh + workspace;
-    r_->live_during.push_back(during);
-    r_->recompute.push_back(recompute);
+    if (!lean_) {
+      r_->live_during.push_back(during);
+      r_->recompute.push_back(recompute);
+    }
     if (during > r_->peak_bytes) {
       r_->peak_bytes = during;
       r_->peak_step = step_;
@@ -216,7 +227,8 @@ class Replay {
       Allocate(t, step_);
       gone_at_[t] = consumed_at_[t] = -1;
     }
-    for (int t : fresh_outs) r_->intervals.push_back({t, topo_.bytes[t], step_, step_});
+    if (!lean_)
+      for (int t : fresh_outs) r_->intervals.push_back({t, topo_.bytes[t], step_, step_});
     for (int t : outputs) {
       if (!topo_.IsView(t) || alive_[t]) continue;
       int parent = topo_.alias_of[t];
@@ -226,13 +238,15 @@ class Replay {
       Alias(t, parent);
       gone_at_[t] = consumed_at_[t] = -1;
     }
-    r_->live_after.push_back(live_);
+    if (!lean_) r_->live_after.push_back(live_);
     return true;
   }
 
   bool FreeStep(const Step& step) {
-    r_->live_during.push_back(live_);
-    r_->recompute.push_back(false);
+    if (!lean_) {
+      r_->live_during.push_back(live_);
+      r_->recompute.push_back(false);
+    }
     for (int t : step.free) {
       if (t < 0 || t >= static_cast<int>(g_.tensors.size()))
         return Fail(fmt::format("{}: no tensor with index {}", Where(), t));
@@ -246,7 +260,7 @@ class Replay {
       Release(t);
       gone_at_[t] = step_;
     }
-    r_->live_after.push_back(live_);
+    if (!lean_) r_->live_after.push_back(live_);
     return true;
   }
 
@@ -304,6 +318,7 @@ class Replay {
   const SimOptions& opt_;
   SimResult* r_;
   const std::vector<bool>& kept_;
+  const bool lean_;  // SimOptions::peak_only
   std::string* err_ = nullptr;
   int snapshot_step_ = -2;
   int step_ = -1;

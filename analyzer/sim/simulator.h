@@ -34,6 +34,12 @@ struct SimOptions {
   // (made at that step: accumulator and fresh copy both), and live_at_peak
   // lists them (tensor and owner: the gradient). Intervals are unchanged.
   bool accumulating_gradients = false;
+  // Only the figures: peak_bytes, peak_step, start_bytes, end_bytes,
+  // recompute_cost and recompute_runs (and live_at_peak when collected);
+  // live_during, live_after, recompute and intervals stay empty. For a
+  // search that scores many programs. Ignored with accumulating_gradients
+  // (its peak is made from live_during).
+  bool peak_only = false;
 };
 
 // One buffer alive at the peak.
@@ -44,7 +50,8 @@ struct LiveBuffer {
   int64_t bytes = 0;
 };
 
-// Invariants: peak_bytes = max(start_bytes, max(live_during)); live_during[s]
+// Invariants (all but the figures empty under SimOptions::peak_only):
+// peak_bytes = max(start_bytes, max(live_during)); live_during[s]
 // >= live_after[s] for run steps; live_after.back() == end_bytes; the sum of
 // live_at_peak bytes == peak_bytes == sum(peak_by_kind).
 struct SimResult {
