@@ -123,7 +123,7 @@ TEST_CASE("checkpoint: a rerun remaking a kept tensor already freed frees the ne
   for (size_t i = 0; i < cp.program.steps.size(); ++i)
     if (r.recompute[i] && g.ops[cp.program.steps[i].op].id == "ln") rerun = i;
   REQUIRE(rerun + 1 < cp.program.steps.size());
-  const std::vector<int>& freed = cp.program.steps[rerun + 1].free;
+  const auto& freed = cp.program.steps[rerun + 1].free;
   CHECK(std::find(freed.begin(), freed.end(), y) != freed.end());
 }
 

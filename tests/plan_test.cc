@@ -103,7 +103,7 @@ TEST_CASE("plan: the base plan used by the error cases parses") {
   CHECK(plan.program.steps[0].op == g.FindOp("fc"));
   CHECK(plan.program.steps[1].op == g.FindOp("act"));
   CHECK(!plan.program.steps[2].IsRun());
-  CHECK(testing::Names(g, plan.program.steps[2].free) == std::vector<std::string>{"h"});
+  CHECK(testing::Names(g, plan.program.steps[2].free.ToVector()) == std::vector<std::string>{"h"});
 }
 
 TEST_CASE("plan: PlanToJson writes members in spec order, one step per line") {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include "analyzer/base/file_io.h"
@@ -364,7 +365,12 @@ class PlanParser {
     if (inplace != s.end() && !is_run)
       return Fail(ptr + "/inplace", "\"inplace\" on a free step; expected it only beside \"run\"");
     Step& step = plan_->program.steps.emplace_back();
-    if (is_free) return TensorArray(*free, ptr + "/free", &step.free);
+    if (is_free) {
+      std::vector<int> freed;
+      if (!TensorArray(*free, ptr + "/free", &freed)) return false;
+      step.free.assign(freed.begin(), freed.end());
+      return true;
+    }
     if (!run->is_string()) return WrongType(ptr + "/run", *run, "an op id");
     step.op = g_.FindOp(run->get_ref<const std::string&>());
     if (step.op < 0)
@@ -391,7 +397,7 @@ class PlanParser {
 
 // Lists of ids as JSON text, with ", " between elements.
 
-std::string IdList(const Graph& g, const std::vector<int>& tensors) {
+std::string IdList(const Graph& g, std::span<const int> tensors) {
   std::string out = "[";
   for (size_t i = 0; i < tensors.size(); ++i)
     out += (i ? ", " : "") + Str(g.tensors[tensors[i]].id);

@@ -20,15 +20,17 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/base/small_vector.h"
 #include "analyzer/ir/graph.h"
 
 namespace memplan {
 
 // A run step (op >= 0) with optional in-place takeovers, or a free step.
+// The lists hold an entry or two inline (base/small_vector.h).
 struct Step {
   int op = -1;
-  std::vector<std::pair<int, int>> inplace;  // (output, input whose buffer it takes)
-  std::vector<int> free;                     // tensors released (free step)
+  SmallVector<std::pair<int, int>, 2> inplace;  // (output, input whose buffer it takes)
+  SmallVector<int, 4> free;                     // tensors released (free step)
   bool IsRun() const { return op >= 0; }
 };
 
