@@ -129,9 +129,17 @@ class GraphSchema(unittest.TestCase):
         self.assertValid({"format": "memplan.graph/1", "tensors": [], "ops": []})
         g = copy.deepcopy(MINI_GRAPH)
         g["x-future"] = {"a": 1}
-        g["tensors"][0]["layout"] = "nchw"
+        g["tensors"][0]["memory_format"] = "nchw"
         g["ops"][0]["attrs"] = {"stride": 2}
         self.assertValid(g)
+
+    def test_tensor_layout(self):
+        g = copy.deepcopy(MINI_GRAPH)
+        for layout in ("channels_last", "strided"):
+            g["tensors"][0]["layout"] = layout
+            self.assertValid(g)
+        g["tensors"][0]["layout"] = "nchw"
+        self.assertInvalid(g, "/tensors/0/layout")
 
     def test_wrong_format(self):
         g = copy.deepcopy(MINI_GRAPH)
