@@ -111,18 +111,16 @@ bool Search::Run(std::string* err) {
   // The answer is scored again in full: the search's trials keep only their
   // figures (peak_only) and some their live set.
   const ScoredPlan* answer = result_->feasible ? &result_->best : nullptr;
-  {
-    const std::vector<bool>& keep = answer ? answer->keep : lowest_.keep;
-    const std::vector<bool>& each_use = answer ? answer->each_use : lowest_.each_use;
-    const std::vector<bool>& reverse = answer ? answer->reverse_order : lowest_.reverse_order;
-    ScoredPlan detailed;
-    const ScoreOptions score{.program = ProgramOptions(&each_use, &reverse),
-                             .detailed = true,
-                             .accumulating_gradients = options_.accumulating_gradients};
-    if (!ScoreCheckpointSet(g_, keep, costs_, score, &detailed, err_)) return false;
-    detailed.recompute_cost += DispatchCharge(detailed.keep);
-    result_->best = std::move(detailed);
-  }
+  const std::vector<bool>& keep = answer ? answer->keep : lowest_.keep;
+  const std::vector<bool>& each_use = answer ? answer->each_use : lowest_.each_use;
+  const std::vector<bool>& reverse = answer ? answer->reverse_order : lowest_.reverse_order;
+  ScoredPlan detailed;
+  const ScoreOptions score{.program = ProgramOptions(&each_use, &reverse),
+                           .detailed = true,
+                           .accumulating_gradients = options_.accumulating_gradients};
+  if (!ScoreCheckpointSet(g_, keep, costs_, score, &detailed, err_)) return false;
+  detailed.recompute_cost += DispatchCharge(detailed.keep);
+  result_->best = std::move(detailed);
   if (!result_->feasible) result_->modules = lowest_modules_;
   if (options_.granularity == Granularity::kSac) {
     result_->sac_dispatch_cost = DispatchCharge(result_->best.keep);

@@ -136,7 +136,7 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   std::unique_ptr<ViewLists> view_lists;  // made at the first candidate
   // Only the running sum (the first input) is taken over, as PyTorch's
   // InputBuffer does for dense gradients: a contribution never is. Here the
-  // conditions known at step p; Decide checks the last uses.
+  // conditions known at step p; the last uses are checked once all are known.
   auto note_candidate = [&](int p, int o) {
     const std::span<const int> inputs = topo.Inputs(o), outputs = topo.Outputs(o);
     if (outputs.size() != 1 || inputs.empty()) return;
@@ -187,44 +187,24 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
     takeover[c.step] = {c.out, c.in};
     instances[c.instance].consumed = true;
   }
-  // The tensors freed after each step, flat (a counting sort by step):
-  // freed[free_start[p]..free_start[p + 1]).
-  std::vector<int> free_start(steps + 1, 0);
-  auto freed_instance = [&](const Instance& inst) {
-    return !kept[inst.tensor] && !inst.consumed && inst.last >= 0;
-  };
+  // The tensors freed after each step (a list or two holds them inline).
+  std::vector<SmallVector<int, 4>> frees(steps);
+  for (const Instance& inst : instances)
+    if (!kept[inst.tensor] && !inst.consumed && inst.last >= 0)
+      frees[inst.last].push_back(inst.tensor);
   // A kept copy last used before the rerun is freed by then: the rerun
   // allocates a copy nothing reads, freed right after it.
-  auto freed_rerun = [&](int step, int t, int inst) {
-    return !kept[t] && instances[inst].last < step;
-  };
-  for (const Instance& inst : instances)
-    if (freed_instance(inst)) ++free_start[inst.last + 1];
   for (const auto& [step, t, inst] : remade)
-    if (freed_rerun(step, t, inst)) ++free_start[step + 1];
-  int free_steps = 0;
-  for (int p = 0; p < steps; ++p) {
-    free_steps += free_start[p + 1] > 0;
-    free_start[p + 1] += free_start[p];
-  }
-  std::vector<int> freed(free_start[steps]);
-  {
-    std::vector<int> fill(free_start.begin(), free_start.end() - 1);
-    for (const Instance& inst : instances)
-      if (freed_instance(inst)) freed[fill[inst.last]++] = inst.tensor;
-    for (const auto& [step, t, inst] : remade)
-      if (freed_rerun(step, t, inst)) freed[fill[step]++] = t;
-  }
+    if (!kept[t] && instances[inst].last < step) frees[step].push_back(t);
   Program program;
-  program.steps.reserve(steps + free_steps);
+  program.steps.reserve(2 * steps);
   for (int p = 0; p < steps; ++p) {
     Step& run = program.steps.emplace_back();
     run.op = runs[p];
     if (takeover[p].first >= 0) run.inplace.push_back(takeover[p]);
-    if (free_start[p + 1] > free_start[p]) {
-      Step& f = program.steps.emplace_back();
-      f.free.assign(freed.begin() + free_start[p], freed.begin() + free_start[p + 1]);
-      std::sort(f.free.begin(), f.free.end());
+    if (!frees[p].empty()) {
+      std::sort(frees[p].begin(), frees[p].end());
+      program.steps.emplace_back().free = std::move(frees[p]);
     }
   }
   return program;
