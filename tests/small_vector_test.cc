@@ -25,6 +25,13 @@ TEST_CASE("small_vector: holds N inline, grows onto the heap, keeps order") {
   CHECK(v.ToVector() == std::vector<int>{7});
 }
 
+TEST_CASE("small_vector: built from an iterator range, inline and on the heap") {
+  const std::vector<int> source = {4, 5, 6, 7, 8};
+  CHECK(Ints(source.begin(), source.begin() + 2).ToVector() == std::vector<int>{4, 5});
+  CHECK(Ints(source.begin(), source.end() - 1).ToVector() == std::vector<int>{4, 5, 6, 7});
+  CHECK(Ints(source.begin(), source.begin()).empty());
+}
+
 TEST_CASE("small_vector: copies and moves, inline and on the heap") {
   for (int n : {0, 1, 2, 3, 17}) {
     CAPTURE(n);

@@ -4,10 +4,11 @@
 // block, allocated when a program was built and freed when it was dropped,
 // thousands per program in a plan search.
 //
-// Contract: the std::vector operations memplan uses (push_back, emplace_back,
-// assign, clear, reserve, size, empty, back, [], iteration over T*,
-// comparison), with the same meaning; iterators and references are
-// invalidated by any change of size, as std::vector's by a reallocation.
+// Contract: the std::vector operations memplan uses (construction from a
+// range, push_back, emplace_back, assign, clear, reserve, size, empty, back,
+// [], iteration over T*, comparison), with the same meaning; iterators and
+// references are invalidated by any change of size, as std::vector's by a
+// reallocation.
 // Same size as std::vector for N * sizeof(T) <= 16.
 #ifndef MEMPLAN_ANALYZER_BASE_SMALL_VECTOR_H_
 #define MEMPLAN_ANALYZER_BASE_SMALL_VECTOR_H_
@@ -37,6 +38,10 @@ class SmallVector {
 
   SmallVector() = default;
   SmallVector(std::initializer_list<T> values) { assign(values.begin(), values.end()); }
+  template <std::input_iterator It>
+  SmallVector(It first, It last) {
+    assign(first, last);
+  }
   SmallVector(const SmallVector& other) { assign(other.begin(), other.end()); }
   SmallVector(SmallVector&& other) noexcept { Take(&other); }
   ~SmallVector() { Release(); }

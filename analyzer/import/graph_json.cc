@@ -318,7 +318,7 @@ class GraphParser {
 
   // A dimension expression (a shape entry, flops, workspace_bytes) at `ptr`,
   // evaluated with the graph's symbols; the symbols it reads count as used.
-  bool Expression(const std::string& text, const std::string& ptr, int64_t* value) {
+  bool Expression(std::string_view text, const std::string& ptr, int64_t* value) {
     std::vector<std::string> used;
     std::string error;
     if (!EvalShapeExpr(text, g_->symbols, value, &used, &error)) return r_.Fail(ptr, error);
@@ -935,7 +935,7 @@ ojson TensorJson(const Graph& g, const Tensor& t) {
     if (d.symbol.empty())
       shape.push_back(d.value);
     else
-      shape.push_back(d.symbol);
+      shape.push_back(d.symbol.str());
   }
   jt["shape"] = std::move(shape);
   jt["dtype"] = DTypeName(t.dtype);

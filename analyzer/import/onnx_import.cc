@@ -1273,8 +1273,7 @@ class Importer {
 
   // A slice along any dimension but the outermost non-1 one is strided:
   // whether every dimension of `shape` before the split or slice axis is 1.
-  bool SliceOuterOne(const NodeProto& n, const std::string& type,
-                     const std::vector<Dim>& shape) const {
+  bool SliceOuterOne(const NodeProto& n, const std::string& type, const Shape& shape) const {
     int64_t axis = AttrInt(n, "axis", 0);
     if (type == "slice") {
       axis = -1;
@@ -1335,7 +1334,7 @@ class Importer {
             fmt::format("{}: /graph/output/0 (name {}): a scalar of type {}; expected "
                         "float logits or a float scalar loss",
                         file_, Quote(first), DTypeName(o.dtype)));
-      std::vector<Dim> lead(o.shape.begin(), o.shape.end() - 1);
+      Shape lead(o.shape.begin(), o.shape.end() - 1);
       Dim classes = o.shape.back();
       DType dt = o.dtype;
       int logits = out;

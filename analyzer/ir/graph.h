@@ -19,7 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/base/interned_string.h"
 #include "analyzer/base/name_index.h"
+#include "analyzer/base/small_vector.h"
 #include "analyzer/ir/topology.h"
 
 namespace memplan {
@@ -69,15 +71,19 @@ enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
 bool ParsePhase(std::string_view name, Phase* out);
 const char* PhaseName(Phase p);
 
-// One dimension: a literal, or a symbol whose resolved value is in `value`.
+// One dimension: a literal, or a dimension expression ("batch",
+// "batch*seq") whose resolved value is in `value`. 16 bytes, trivially
+// copyable: a graph holds millions and the lowering copies them.
 struct Dim {
   int64_t value = 0;
-  std::string symbol;  // empty for a literal
+  InternedString symbol;  // the expression; empty for a literal
 };
+// Most tensors have at most four dimensions: held in the Tensor itself.
+using Shape = SmallVector<Dim, 4>;
 
 struct Tensor {
   std::string id;
-  std::vector<Dim> shape;
+  Shape shape;
   DType dtype = DType::kFloat32;
   TensorKind kind = TensorKind::kActivation;
   int alias_of = -1;  // the tensor this one is a view of, or -1

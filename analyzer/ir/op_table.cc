@@ -119,9 +119,9 @@ Family FamilyOf(const Op& op) {
   return it == table.end() ? Family::kUnknown : it->second;
 }
 
-std::vector<Dim> DropLast(const std::vector<Dim>& shape) {
+Shape DropLast(const Shape& shape) {
   if (shape.empty()) return {};
-  return std::vector<Dim>(shape.begin(), shape.end() - 1);
+  return Shape(shape.begin(), shape.end() - 1);
 }
 
 // Gradient of an add-like operand: the output gradient itself when the
@@ -139,7 +139,7 @@ BackwardRule RuleFor(const Graph& g, const Op& op, const std::vector<bool>& requ
   const size_t n = op.inputs.size();
   r.input_grad.assign(n, GradFlow::kNew);
   auto rg = [&](size_t i) { return i < n && requires_grad[op.inputs[i]]; };
-  auto shape = [&](size_t i) -> const std::vector<Dim>& { return g.tensors[op.inputs[i]].shape; };
+  auto shape = [&](size_t i) -> const Shape& { return g.tensors[op.inputs[i]].shape; };
   auto save_other_pair = [&] {  // dA needs B, dB needs A
     if (n >= 2 && rg(0)) r.saved_inputs.push_back(1);
     if (n >= 2 && rg(1)) r.saved_inputs.push_back(0);
@@ -206,7 +206,7 @@ BackwardRule RuleFor(const Graph& g, const Op& op, const std::vector<bool>& requ
         r.saved_inputs.push_back(static_cast<int>(i));
       for (size_t i = 3; i < n; ++i) r.input_grad[i] = GradFlow::kNone;  // running stats
       if (n >= 1 && !shape(0).empty()) {
-        std::vector<Dim> stat_shape;
+        Shape stat_shape;
         if (family == Family::kBatchNorm) {
           if (shape(0).size() >= 2) stat_shape.push_back(shape(0)[1]);
         } else {

@@ -24,7 +24,7 @@ enum class GradFlow : uint8_t {
 // indices): added as an extra forward output named "<op id>.<suffix>".
 struct SavedExtra {
   std::string suffix;
-  std::vector<Dim> shape;
+  Shape shape;
   DType dtype = DType::kFloat32;
 };
 

@@ -117,7 +117,7 @@ class Lowering {
   }
 
   // New ids are almost never taken, so index first and rename on a clash.
-  int AddTensor(std::string id, std::vector<Dim> shape, DType dtype) {
+  int AddTensor(std::string id, Shape shape, DType dtype) {
     int index = static_cast<int>(g_.tensors.size());
     Tensor& t = g_.tensors.emplace_back();
     t.id = std::move(id);
