@@ -17,8 +17,8 @@ Op MakeOp(const std::string& id, std::vector<int> in, std::vector<int> out) {
   Op op;
   op.id = id;
   op.type = "relu";
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
+  op.inputs.assign(in.begin(), in.end());
+  op.outputs.assign(out.begin(), out.end());
   return op;
 }
 

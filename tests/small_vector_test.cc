@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,21 @@ TEST_CASE("small_vector: built from an iterator range, inline and on the heap") 
   CHECK(Ints(source.begin(), source.begin() + 2).ToVector() == std::vector<int>{4, 5});
   CHECK(Ints(source.begin(), source.end() - 1).ToVector() == std::vector<int>{4, 5, 6, 7});
   CHECK(Ints(source.begin(), source.begin()).empty());
+}
+
+TEST_CASE("small_vector: erase removes a range and keeps the rest in order") {
+  for (int n : {2, 6}) {  // inline and on the heap
+    CAPTURE(n);
+    Ints v;
+    for (int i = 0; i < n; ++i) v.push_back(i % 2 ? -1 : i);
+    v.erase(std::remove(v.begin(), v.end(), -1), v.end());
+    std::vector<int> want;
+    for (int i = 0; i < n; i += 2) want.push_back(i);
+    CHECK(v == want);
+  }
+  Ints w = {1, 2, 3};
+  CHECK(w.erase(w.begin(), w.begin() + 1) == w.begin());
+  CHECK(w == std::vector<int>{2, 3});
 }
 
 TEST_CASE("small_vector: copies and moves, inline and on the heap") {

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ inline const Tensor& TensorNamed(const Graph& g, const std::string& id) {
   return g.tensors[t];
 }
 
-inline std::vector<std::string> Names(const Graph& g, const std::vector<int>& tensors) {
+inline std::vector<std::string> Names(const Graph& g, std::span<const int> tensors) {
   std::vector<std::string> out;
   for (int t : tensors) out.push_back(g.tensors[t].id);
   return out;

@@ -5,7 +5,7 @@
 // thousands per program in a plan search.
 //
 // Contract: the std::vector operations memplan uses (construction from a
-// range, push_back, emplace_back, assign, clear, reserve, size, empty, back,
+// range, push_back, emplace_back, assign, clear, erase, reserve, size, empty, back,
 // [], iteration over T*, comparison), with the same meaning; iterators and
 // references are invalidated by any change of size, as std::vector's by a
 // reallocation.
@@ -90,6 +90,13 @@ class SmallVector {
     return back();
   }
   void clear() { size_ = 0; }
+  // Removes [first, last); returns the position after the removed ones.
+  T* erase(const T* first, const T* last) {
+    T* to = data() + (first - data());
+    T* end_now = std::copy(const_cast<T*>(last), end(), to);
+    size_ = static_cast<uint32_t>(end_now - data());
+    return to;
+  }
 
   T* data() { return OnHeap() ? storage_.heap : storage_.local; }
   const T* data() const { return OnHeap() ? storage_.heap : storage_.local; }
@@ -106,6 +113,9 @@ class SmallVector {
   std::vector<T> ToVector() const { return std::vector<T>(begin(), end()); }
 
   friend bool operator==(const SmallVector& a, const SmallVector& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+  friend bool operator==(const SmallVector& a, const std::vector<T>& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
   }
 

@@ -449,8 +449,9 @@ class GraphParser {
     return true;
   }
 
+  template <class Ids>  // std::vector<int> or TensorIds
   bool TensorList(ObjectView obj, const std::string& ptr, const char* key, bool required,
-                  std::vector<int>* out) {
+                  Ids* out) {
     const json* it = obj.Find(key);
     if (!it) return required ? r_.Missing(ptr + "/" + key, "an array of tensor ids") : true;
     if (!it->is_array()) return r_.WrongType(ptr + "/" + key, *it, "an array of tensor ids");

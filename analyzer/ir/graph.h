@@ -97,16 +97,20 @@ struct Tensor {
   int producer = -1;  // index of the producing op, or -1
 };
 
+// An op's tensors by index: most ops read and write at most four, held in
+// the Op itself (the same 24 bytes as a std::vector, and no heap block).
+using TensorIds = SmallVector<int, 4>;
+
 struct Op {
   std::string id;
   std::string type;
-  std::vector<int> inputs;
-  std::vector<int> outputs;
+  TensorIds inputs;
+  TensorIds outputs;
   Phase phase = Phase::kForward;
   double flops = -1;    // < 0: not given
   double time_us = -1;  // < 0: not given
   int64_t workspace_bytes = 0;
-  std::vector<int> saves;
+  TensorIds saves;
   bool saves_given = false;
   bool accumulate = false;
   std::string scope;

@@ -309,7 +309,7 @@ class Lowering {
   // extras were appended, and its explicit "saves" if it had any.
   std::vector<int> position_;
   std::vector<size_t> num_outputs_;
-  std::vector<std::vector<int>> saves_;
+  std::vector<TensorIds> saves_;
   std::vector<bool> had_saves_;
   std::vector<int> count_, arrived_, partial_, final_grad_;
   std::map<std::string, std::vector<std::string>> unknown_;

@@ -380,12 +380,12 @@ class StageBuilder {
   }
 
   // An op standing for what the runtime does: "pp.X..." has type pipeline_X.
-  static Op Marker(const std::string& id, Phase phase, std::vector<int> inputs) {
+  static Op Marker(const std::string& id, Phase phase, const std::vector<int>& inputs) {
     Op op;
     op.id = id;
     op.type = "pipeline_" + id.substr(3, id.find('.', 3) - 3);
     op.phase = phase;
-    op.inputs = std::move(inputs);
+    op.inputs.assign(inputs.begin(), inputs.end());
     return op;
   }
 
