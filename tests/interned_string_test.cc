@@ -32,6 +32,17 @@ TEST_CASE("interned_string: equal texts share one handle, the empty text is null
   CHECK(b == "batch*seq");  // clearing one handle leaves the text
 }
 
+TEST_CASE("interned_string: more texts than the per-thread cache holds keep their own handles") {
+  std::vector<InternedString> first;
+  for (int k = 0; k < 3000; ++k) first.push_back(InternedString("scope." + std::to_string(k)));
+  for (int k = 2999; k >= 0; --k) {
+    const InternedString again("scope." + std::to_string(k));
+    CHECK(again == first[k]);
+    CHECK(again.view() == "scope." + std::to_string(k));
+  }
+  CHECK_FALSE(first[1] == first[2]);
+}
+
 TEST_CASE("interned_string: threads interning the same texts get the same handles") {
   constexpr int kThreads = 4, kTexts = 200;
   std::vector<std::vector<InternedString>> got(kThreads);

@@ -193,7 +193,7 @@ std::string ImportError(const std::string& bytes, const GraphLoadOptions& option
 
 std::vector<std::string> OpTypes(const Graph& g) {
   std::vector<std::string> out;
-  for (const Op& op : g.ops) out.push_back(op.type);
+  for (const Op& op : g.ops) out.push_back(op.type.str());
   return out;
 }
 

@@ -381,7 +381,7 @@ TEST_CASE("planner: module granularity recomputes whole modules and names them")
     for (const std::string& m : by_module.modules) CHECK((m == "h.0" || m == "h.1"));
     // Every recomputed tensor is made inside a wrapped module.
     for (int t : by_module.best.checkpoint.recomputed_tensors) {
-      const std::string& scope = g.ops[g.tensors[t].producer].scope;
+      const std::string scope = g.ops[g.tensors[t].producer].scope.str();
       bool inside = false;
       for (const std::string& m : by_module.modules)
         inside = inside || scope == m || scope.rfind(m + ".", 0) == 0;

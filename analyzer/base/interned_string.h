@@ -32,6 +32,7 @@ class InternedString {
   friend bool operator==(InternedString a, InternedString b) { return a.text_ == b.text_; }
   friend bool operator==(InternedString a, std::string_view b) { return a.view() == b; }
   friend bool operator==(InternedString a, const char* b) { return a.view() == b; }
+  friend bool operator==(InternedString a, const std::string& b) { return a.view() == b; }
 
  private:
   const std::string* text_ = nullptr;  // owned by the pool; null for ""

@@ -79,22 +79,25 @@ class Reader {
     return Fail(pointer, fmt::format("expected {}, found {}", expected, Found(j)));
   }
 
-  // Optional string member; `out` untouched when absent.
-  bool OptString(ObjectView obj, const std::string& ptr, const char* key, std::string* out) {
+  // Optional string member; `out` (a std::string or an InternedString)
+  // untouched when absent.
+  template <class Text>
+  bool OptString(ObjectView obj, const std::string& ptr, const char* key, Text* out) {
     const json* it = obj.Find(key);
     if (!it) return true;
     if (!it->is_string()) return WrongType(ptr + "/" + key, *it, "a string");
-    *out = it->get<std::string>();
+    *out = it->get_ref<const std::string&>();
     return true;
   }
-  bool ReqString(ObjectView obj, const std::string& ptr, const char* key, std::string* out,
+  template <class Text>
+  bool ReqString(ObjectView obj, const std::string& ptr, const char* key, Text* out,
                  bool non_empty) {
     const json* it = obj.Find(key);
     const char* expected = non_empty ? "a non-empty string" : "a string";
     if (!it) return Missing(ptr + "/" + key, expected);
     if (!it->is_string() || (non_empty && it->get_ref<const std::string&>().empty()))
       return WrongType(ptr + "/" + key, *it, expected);
-    *out = it->get<std::string>();
+    *out = it->get_ref<const std::string&>();
     return true;
   }
   bool OptNonNegativeNumber(ObjectView obj, const std::string& ptr, const char* key, double* out) {
@@ -761,6 +764,14 @@ class StreamingReader final : public nlohmann::json_sax<json> {
   }
   bool string(string_t& v) override {
     if (builder_) return Forward(builder_->string(v));
+    if (flat_array_) {
+      AssignString(&FlatArrayElement(), v);
+      return true;
+    }
+    if (flat_ && depth_ == 3) {
+      AssignString(&flat_values_[flat_n_ - 1], v);
+      return true;
+    }
     return Scalar(json(v), nullptr);
   }
   bool binary(binary_t& v) override {
@@ -774,8 +785,7 @@ class StreamingReader final : public nlohmann::json_sax<json> {
         flat_keys_.emplace_back();
         flat_values_.emplace_back();
       }
-      flat_keys_[flat_n_] = k;
-      flat_values_[flat_n_] = json();
+      flat_keys_[flat_n_] = k;  // its value is assigned next, reusing the slot's storage
       ++flat_n_;
       return true;
     }
@@ -794,6 +804,20 @@ class StreamingReader final : public nlohmann::json_sax<json> {
  private:
   using Builder = nlohmann::detail::json_sax_dom_parser<json>;
 
+  // Reuses the string a slot already holds (no allocation once it is big enough).
+  static void AssignString(json* slot, const std::string& v) {
+    if (slot->is_string())
+      slot->get_ref<std::string&>() = v;
+    else
+      *slot = v;
+  }
+  // The next element of the array member being filled, reused when it exists.
+  json& FlatArrayElement() {
+    json::array_t& array = flat_values_[flat_n_ - 1].get_ref<json::array_t&>();
+    if (flat_array_n_ == array.size()) array.emplace_back();
+    return array[flat_array_n_++];
+  }
+
   bool Semantic(bool ok) {
     semantic_error_ = semantic_error_ || !ok;
     return ok;
@@ -807,6 +831,10 @@ class StreamingReader final : public nlohmann::json_sax<json> {
     }
     if (depth_ == 0) return Semantic(parser_->OnRootNotObject(value));
     if (depth_ == 1) return Semantic(parser_->OnMember(key_, std::move(value)));
+    if (flat_array_) {
+      FlatArrayElement() = std::move(value);
+      return true;
+    }
     if (flat_) {
       flat_values_[flat_n_ - 1] = std::move(value);
       return true;
@@ -834,7 +862,15 @@ class StreamingReader final : public nlohmann::json_sax<json> {
         ++depth_;
         return true;
       }
-      json& target = flat_ ? flat_values_[flat_n_ - 1] : built_;
+      if (flat_ && depth_ == 3 && !object) {  // an array member: filled in place
+        json& slot = flat_values_[flat_n_ - 1];
+        if (!slot.is_array()) slot = json::array();
+        flat_array_ = true;
+        flat_array_n_ = 0;
+        ++depth_;
+        return true;
+      }
+      json& target = flat_array_ ? FlatArrayElement() : flat_ ? flat_values_[flat_n_ - 1] : built_;
       target = json();
       builder_.emplace(target, /*allow_exceptions=*/false);
       builder_depth_ = depth_;
@@ -852,7 +888,12 @@ class StreamingReader final : public nlohmann::json_sax<json> {
       builder_.reset();
       if (builder_depth_ == 1) return Semantic(parser_->OnMember(key_, std::move(built_)));
       if (builder_depth_ == 2) return Semantic(parser_->OnElement(key_, index_++, built_));
-      return true;  // a member of a flat element, built in place
+      return true;  // a member of a flat element or of its array, built in place
+    }
+    if (flat_array_ && depth_ == 3) {  // the end of an array member
+      flat_values_[flat_n_ - 1].get_ref<json::array_t&>().resize(flat_array_n_);
+      flat_array_ = false;
+      return true;
     }
     if (flat_ && depth_ == 2) {
       flat_ = false;
@@ -876,6 +917,10 @@ class StreamingReader final : public nlohmann::json_sax<json> {
   // The tensor or op being collected (flat_): its members, reused.
   bool flat_ = false;
   size_t flat_n_ = 0;
+  // Filling an array member of the flat element in place: its slot's array,
+  // of which flat_array_n_ elements are filled so far.
+  bool flat_array_ = false;
+  size_t flat_array_n_ = 0;
   std::vector<std::string> flat_keys_;
   std::vector<json> flat_values_;
   std::string key_;

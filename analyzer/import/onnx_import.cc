@@ -1273,7 +1273,7 @@ class Importer {
 
   // A slice along any dimension but the outermost non-1 one is strided:
   // whether every dimension of `shape` before the split or slice axis is 1.
-  bool SliceOuterOne(const NodeProto& n, const std::string& type, const Shape& shape) const {
+  bool SliceOuterOne(const NodeProto& n, std::string_view type, const Shape& shape) const {
     int64_t axis = AttrInt(n, "axis", 0);
     if (type == "slice") {
       axis = -1;

@@ -101,9 +101,11 @@ struct Tensor {
 // the Op itself (the same 24 bytes as a std::vector, and no heap block).
 using TensorIds = SmallVector<int, 4>;
 
+// type and scope are interned: a graph has few distinct values of each, and
+// the lowering copies both into every backward op.
 struct Op {
   std::string id;
-  std::string type;
+  InternedString type;
   TensorIds inputs;
   TensorIds outputs;
   Phase phase = Phase::kForward;
@@ -113,7 +115,7 @@ struct Op {
   TensorIds saves;
   bool saves_given = false;
   bool accumulate = false;
-  std::string scope;
+  InternedString scope;
   std::string extra;  // unknown keys as a serialized JSON object ("" if none)
 };
 

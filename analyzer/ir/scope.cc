@@ -5,17 +5,17 @@
 
 namespace memplan {
 
-std::string ScopePrefix(const std::string& scope, int depth) {
+std::string ScopePrefix(std::string_view scope, int depth) {
   size_t pos = 0;
   for (int d = 0; d < depth; ++d) {
     pos = scope.find('.', pos);
-    if (pos == std::string::npos) return scope;
+    if (pos == std::string_view::npos) return std::string(scope);
     if (d + 1 < depth) ++pos;
   }
-  return scope.substr(0, pos);
+  return std::string(scope.substr(0, pos));
 }
 
-bool InScope(const std::string& scope, const std::string& module) {
+bool InScope(std::string_view scope, std::string_view module) {
   return scope.size() >= module.size() && scope.compare(0, module.size(), module) == 0 &&
          (scope.size() == module.size() || scope[module.size()] == '.');
 }

@@ -14,10 +14,10 @@ namespace memplan {
 
 // "h.0.attn.c_attn" at depth 2 -> "h.0"; a scope with fewer components is
 // its own prefix.
-std::string ScopePrefix(const std::string& scope, int depth);
+std::string ScopePrefix(std::string_view scope, int depth);
 // Whether `scope` is `module` or inside it, component-wise ("h.0.attn" is in
 // "h.0", "h.01" is not).
-bool InScope(const std::string& scope, const std::string& module);
+bool InScope(std::string_view scope, std::string_view module);
 
 // Whether an op type only makes views ("aten.view.default", "transpose"):
 // an aliasing output of any other op is an in-place write.

@@ -204,7 +204,7 @@ class Lowering {
 
   // After contribution number a of t arrived: for a >= 1, one binary
   // accumulate op adding it to the sum of the earlier ones.
-  void EmitAccumulate(int t, int contribution, int a, const std::string& scope) {
+  void EmitAccumulate(int t, int contribution, int a, InternedString scope) {
     int k = count_[t];
     if (a == 0) {
       partial_[t] = contribution;
@@ -280,7 +280,7 @@ class Lowering {
         bw.outputs.push_back(c);
         produced.push_back({f.inputs[i], c, a});
       }
-      std::string scope = f.scope;
+      const InternedString scope = f.scope;
       PushOp(std::move(bw), /*index=*/true);  // f is not used after this
       for (const Produced& p : produced) EmitAccumulate(p.tensor, p.contribution, p.arrival, scope);
     }

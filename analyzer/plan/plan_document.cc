@@ -285,7 +285,7 @@ class PlanParser {
         if (!type->is_string() || type->get_ref<const std::string&>() != g_.ops[op].type)
           return Fail(optr + "/type",
                       fmt::format("{} is not the type of op {}; expected {}", Found(*type),
-                                  Str(g_.ops[op].id), Str(g_.ops[op].type)));
+                                  Str(g_.ops[op].id), Str(g_.ops[op].type.str())));
         const char* expected = "\"save\", \"recompute\", or one of them per output of the op";
         const json* policy = Required(o, optr, "policy", expected);
         if (!policy) return false;
@@ -450,7 +450,7 @@ std::string PlanToJson(const Graph& g, const Plan& plan) {
           policy += "]";
         }
         out += fmt::format("{}\n   {{\"op\": {}, \"type\": {}, \"policy\": {}}}", k ? "," : "",
-                           Str(op.id), Str(op.type), policy);
+                           Str(op.id), Str(op.type.str()), policy);
       }
       out += "]}";
     }

@@ -166,7 +166,7 @@ bool Assign(const Graph& g, const std::vector<int>& starts, int64_t stages, Assi
       });
     if (s < 0) s = earliest(maker);
     if (s < 0) {
-      auto it = scope_stage.find(op.scope);
+      auto it = scope_stage.find(op.scope.str());
       if (it != scope_stage.end() && it->second >= 0) s = it->second;
     }
     if (s < 0) s = static_cast<int>(stages) - 1;
@@ -602,7 +602,7 @@ bool MakePipelineStage(const PipelineOptions& options, Graph* g, RankStats* stat
   stats->stage_starts.clear();
   for (int op : a.stage_start_op) {
     const Op& first = g->ops[op];
-    stats->stage_starts.push_back(first.scope.empty() ? first.id : first.scope);
+    stats->stage_starts.push_back(first.scope.empty() ? first.id : first.scope.str());
   }
   *g = std::move(chosen);
   stats->rank = stage;

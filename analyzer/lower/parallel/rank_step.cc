@@ -233,7 +233,7 @@ struct Unit {
 // component-wise prefix of it, or ScopePrefix at `depth`; a scope of fewer
 // components (an embedding, a final norm or head beside the blocks) is no
 // module at that depth: the root's ("").
-std::string UnitOf(const std::string& scope, const ParallelOptions& options) {
+std::string UnitOf(std::string_view scope, const ParallelOptions& options) {
   if (options.shard_modules.empty()) {
     const int64_t components = scope.empty() ? 0 : 1 + std::count(scope.begin(), scope.end(), '.');
     return components < options.shard_depth ? "" : ScopePrefix(scope, options.shard_depth);

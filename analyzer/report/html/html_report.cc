@@ -487,7 +487,7 @@ class ReportPage {
           fmt::format("<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td>"
                       "</tr>\n",
                       Escape(ten.id), ten.bytes, TensorKindName(ten.kind),
-                      Escape(prod ? prod->id : ""), Escape(prod ? prod->scope : "")));
+                      Escape(prod ? prod->id : ""), Escape(prod ? prod->scope.str() : "")));
     }
     Add("</table>\n");
   }
