@@ -425,6 +425,42 @@ TEST_CASE("graph_json: negative dimension") {
         "symbol name");
 }
 
+TEST_CASE("graph_json: streamed elements reuse member slots whatever each member holds") {
+  // The reader fills each tensor's members into the slots the previous one
+  // used: a slot that held an array, a string or a nested value must read
+  // as what this element wrote, never as what the last one left.
+  const std::string doc = Doc(
+      R"({"id": "x", "shape": ["b", 3, 4, 5, 6], "dtype": "float32", "kind": "input",
+          "meta": [1, {"k": [2, "c"]}, "d", [[]]]},
+         {"id": "y", "shape": [7], "dtype": "float32", "meta": "plain"},
+         {"id": "z", "shape": [], "dtype": "float16", "meta": [{"only": null}]},
+         {"id": "w", "shape": ["b"], "dtype": "float32", "kind": "parameter", "meta": []})",
+      R"({"id": "r", "type": "relu", "inputs": ["x", "w"], "outputs": ["y"],
+          "note": [["a"], "b"]},
+         {"id": "s", "type": "sum", "inputs": ["y"], "outputs": ["z"], "note": {"n": 1}})",
+      R"("symbols": {"b": 2}, )");
+  Graph g;
+  std::string err;
+  REQUIRE_MESSAGE(ParseGraph(doc, "g.json", {}, &g, &err), err);
+  CHECK(g.tensors[0].extra == R"({"meta":[1,{"k":[2,"c"]},"d",[[]]]})");
+  CHECK(g.tensors[1].extra == R"({"meta":"plain"})");
+  CHECK(g.tensors[2].extra == R"({"meta":[{"only":null}]})");
+  CHECK(g.tensors[3].extra == R"({"meta":[]})");
+  REQUIRE(g.tensors[0].shape.size() == 5);
+  CHECK(g.tensors[0].shape[0].symbol == "b");
+  CHECK(g.tensors[0].shape[0].value == 2);
+  CHECK(g.tensors[0].shape[4].value == 6);
+  REQUIRE(g.tensors[1].shape.size() == 1);
+  CHECK(g.tensors[1].shape[0].symbol.empty());
+  CHECK(g.tensors[1].shape[0].value == 7);
+  CHECK(g.tensors[2].shape.size() == 0);
+  CHECK(g.tensors[3].shape[0].symbol == "b");
+  CHECK(g.ops[0].inputs == std::vector<int>{0, 3});
+  CHECK(g.ops[1].inputs == std::vector<int>{1});
+  CHECK(g.ops[0].extra == R"({"note":[["a"],"b"]})");
+  CHECK(g.ops[1].extra == R"({"note":{"n":1}})");
+}
+
 TEST_CASE("graph_json: fractional or non-scalar dimension") {
   CHECK(Err(Doc(R"({"id": "a", "shape": [2.5], "dtype": "float32"})", "")) ==
         "g.json: /tensors/0/shape/0: expected an integer >= 0 or a symbol name, found 2.5");
