@@ -8,7 +8,9 @@ namespace {
 Tensor MakeTensor(const std::string& id, std::vector<int64_t> dims, TensorKind kind) {
   Tensor t;
   t.id = id;
-  for (int64_t d : dims) t.shape.push_back(Dim{d, ""});
+  std::vector<Dim> shape;
+  for (int64_t d : dims) shape.push_back(Dim{d, ""});
+  t.shape = Shape(shape);
   t.kind = kind;
   return t;
 }

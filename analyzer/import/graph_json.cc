@@ -333,6 +333,7 @@ class GraphParser {
     const json* it = t.Find("shape");
     if (!it) return r_.Missing(ptr + "/shape", "an array of dimensions");
     if (!it->is_array()) return r_.WrongType(ptr + "/shape", *it, "an array of dimensions");
+    dims_.clear();
     for (size_t i = 0; i < it->size(); ++i) {
       const json& d = (*it)[i];
       auto dptr = [&] { return fmt::format("{}/shape/{}", ptr, i); };
@@ -349,8 +350,9 @@ class GraphParser {
       } else {
         return r_.WrongType(dptr(), d, "an integer >= 0 or a symbol name");
       }
-      tensor->shape.push_back(std::move(dim));
+      dims_.push_back(dim);
     }
+    tensor->shape = Shape(dims_);
     return true;
   }
 
@@ -729,6 +731,7 @@ class GraphParser {
   Graph* g_;
   std::string* err_;
   std::vector<bool> kind_given_;
+  std::vector<Dim> dims_;  // the shape being parsed
   std::vector<std::string> alias_ids_, grad_ids_;
   json root_ = json::object();
   std::set<std::string> claimed_;

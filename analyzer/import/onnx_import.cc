@@ -961,7 +961,9 @@ class Importer {
     t.id = UniqueTensorId(id_override.empty() ? name : id_override);
     t.dtype = dt;
     t.kind = kind;
-    for (int64_t d : s->second) t.shape.push_back(Dim{d, ""});
+    std::vector<Dim> dims;
+    for (int64_t d : s->second) dims.push_back(Dim{d, ""});
+    t.shape = Shape(dims);
     *out = static_cast<int>(g_.tensors.size());
     g_.tensors.push_back(std::move(t));
     contiguous_.push_back(true);
@@ -987,8 +989,10 @@ class Importer {
       if (!NewTensor(in.name(), TensorKind::kInput, fmt::format("/graph/input/{}", i), &t))
         return false;
       const auto& dims = in.type().tensor_type().shape().dim();
-      for (int d = 0; d < dims.size() && d < static_cast<int>(g_.tensors[t].shape.size()); ++d)
-        if (!dims[d].has_dim_value()) g_.tensors[t].shape[d].symbol = dims[d].dim_param();
+      std::vector<Dim> shape = g_.tensors[t].shape.ToVector();
+      for (int d = 0; d < dims.size() && d < static_cast<int>(shape.size()); ++d)
+        if (!dims[d].has_dim_value()) shape[d].symbol = dims[d].dim_param();
+      g_.tensors[t].shape = Shape(shape);
     }
     // Running statistics of BatchNormalization are buffers.
     std::unordered_set<std::string> stats;

@@ -22,6 +22,7 @@
 #include "analyzer/base/interned_string.h"
 #include "analyzer/base/name_index.h"
 #include "analyzer/base/small_vector.h"
+#include "analyzer/ir/shape.h"
 #include "analyzer/ir/topology.h"
 
 namespace memplan {
@@ -70,16 +71,6 @@ constexpr bool IsResident(TensorKind k) {
 enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
 bool ParsePhase(std::string_view name, Phase* out);
 const char* PhaseName(Phase p);
-
-// One dimension: a literal, or a dimension expression ("batch",
-// "batch*seq") whose resolved value is in `value`. 16 bytes, trivially
-// copyable: a graph holds millions and the lowering copies them.
-struct Dim {
-  int64_t value = 0;
-  InternedString symbol;  // the expression; empty for a literal
-};
-// Most tensors have at most four dimensions: held in the Tensor itself.
-using Shape = SmallVector<Dim, 4>;
 
 struct Tensor {
   std::string id;

@@ -208,10 +208,9 @@ BackwardRule RuleFor(const Graph& g, const Op& op, const std::vector<bool>& requ
       if (n >= 1 && !shape(0).empty()) {
         Shape stat_shape;
         if (family == Family::kBatchNorm) {
-          if (shape(0).size() >= 2) stat_shape.push_back(shape(0)[1]);
+          if (shape(0).size() >= 2) stat_shape = {shape(0)[1]};
         } else {
-          stat_shape.push_back(shape(0)[0]);
-          stat_shape.push_back(Dim{32, ""});  // the usual group count
+          stat_shape = {shape(0)[0], Dim{32, ""}};  // the usual group count
         }
         r.extras.push_back({"save_mean", stat_shape, DType::kFloat32});
         r.extras.push_back({"save_invstd", stat_shape, DType::kFloat32});

@@ -518,11 +518,11 @@ class FsdpRewrite {
     const int64_t rows = full.shape.empty() ? 1 : full.shape[0].value;
     const int64_t shard_rows = (rows + world_ - 1) / world_;
     const int64_t rest = rows > 0 ? full.numel / rows : 0;
-    if (full.shape.empty())
-      param.shape = {Dim{shard_rows, ""}};
-    else
-      param.shape[0] = Dim{shard_rows, ""};
-    for (size_t d = 1; d < param.shape.size(); ++d) param.shape[d].symbol.clear();
+    std::vector<Dim> shard_shape = param.shape.ToVector();
+    if (shard_shape.empty()) shard_shape.emplace_back();
+    shard_shape[0] = Dim{shard_rows, ""};
+    for (size_t d = 1; d < shard_shape.size(); ++d) shard_shape[d].symbol.clear();
+    param.shape = Shape(shard_shape);
     const int64_t padded_bytes = shard_rows * world_ * rest * DTypeSize(compute);
     ops->gather_flat += padded_bytes;
     // The shard cast to the compute dtype, the all-gather's input.
