@@ -149,8 +149,22 @@ class GraphParser {
     return key == "ops" && tensors_done_;
   }
 
+  // At most `objects` tensors and ops: the document's count of '{'.
+  void SetObjectBound(size_t objects) { object_bound_ = objects; }
+
   bool BeginElements(const std::string& key) {
     if (!Claim(key)) return false;
+    // Reserved, not touched: address space costs nothing until it is used,
+    // and the vectors never move as they grow. Tensors get room for the
+    // backward too (LowerToJoint appends about 1.5 gradient tensors per
+    // forward tensor and op), so lowering does not move the forward's.
+    if (key == "tensors") {
+      g_->tensors.reserve(2 * object_bound_);
+      g_->tensor_index.Reserve(object_bound_);
+    } else {
+      g_->ops.reserve(object_bound_);
+      g_->op_index.Reserve(object_bound_);
+    }
     return key != "tensors" || ParseSymbols(root_);
   }
 
@@ -738,6 +752,7 @@ class GraphParser {
   bool tensors_done_ = false, ops_done_ = false;
   std::set<std::string> used_symbols_, undeclared_overrides_;
   int64_t total_bytes_ = 0;
+  size_t object_bound_ = 0;
 };
 
 // SAX events to GraphParser: each top-level member, and each element of a
@@ -943,6 +958,7 @@ bool ParseGraph(const std::string& text, const std::string& file, const GraphLoa
   {
     *graph = Graph();
     GraphParser parser(file, options, graph, err);
+    parser.SetObjectBound(static_cast<size_t>(std::count(text.begin(), text.end(), '{')));
     StreamingReader reader(&parser);
     size_t deep_at = 0;
     ScanResult scan = ScanJson(text, &reader, kMaxJsonDepth, &deep_at);

@@ -91,18 +91,24 @@ class Lowering {
     }
   }
 
-  // Upper bounds of what the backward adds, so the vectors grow once.
+  // What the backward adds, so the vectors grow at most once (not at all
+  // when the parser reserved room): a tensor per gradient contribution and
+  // per partial sum (count - 1 of each accumulated gradient), saved extras;
+  // an op per backward, per sum and per seed (at most one per output).
   void Reserve() {
-    size_t contributions = 0, extras = 0, backward_ops = 0;
+    size_t contributions = 0, sums = 0, extras = 0, backward_ops = 0;
     for (size_t o = 0; o < fwd_ops_.size(); ++o) {
       if (!needs_bw_[o]) continue;
       ++backward_ops;
-      contributions += fwd_ops_[o].inputs.size();
       extras += rules_[o].extras.size();
     }
-    size_t seeds = g_.outputs.size();
-    g_.tensors.reserve(n_fwd_tensors_ + 2 * (contributions + seeds) + extras);
-    g_.ops.reserve(fwd_ops_.size() + backward_ops + contributions + 2 * seeds);
+    for (int c : count_) {
+      contributions += c;
+      sums += c > 1 ? c - 1 : 0;
+    }
+    const size_t seeds = g_.outputs.size();
+    g_.tensors.reserve(n_fwd_tensors_ + contributions + sums + extras);
+    g_.ops.reserve(fwd_ops_.size() + backward_ops + sums + seeds);
     g_.tensor_index.Reserve(g_.tensors.capacity());
     g_.op_index.Reserve(g_.ops.capacity());
   }
