@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -114,10 +116,10 @@ class Reader {
   std::string* err_;
 };
 
-std::string ExtraKeys(ObjectView obj, std::initializer_list<const char*> known) {
+std::string ExtraKeys(ObjectView obj, std::initializer_list<std::string_view> known) {
   json extra;
   obj.ForEach([&](const std::string& key, const json& value) {
-    for (const char* k : known)
+    for (std::string_view k : known)
       if (key == k) return;
     extra[key] = value;  // a sorted object: the same text for any key order
   });
@@ -147,6 +149,16 @@ class GraphParser {
   bool CanStream(const std::string& key) const {
     if (key == "tensors") return root_.contains("format") && root_.contains("symbols");
     return key == "ops" && tensors_done_;
+  }
+
+  // "/tensors/12", in a buffer reused from element to element (valid until
+  // the next call).
+  const std::string& ElementPointer(std::string_view array, size_t i) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, i).ptr;
+    pointer_.assign(array);
+    pointer_.append(digits, end);
+    return pointer_;
   }
 
   // At most `objects` tensors and ops: the document's count of '{'.
@@ -388,7 +400,7 @@ class GraphParser {
   }
 
   bool ParseTensorObject(size_t i, ObjectView t) {
-    std::string ptr = fmt::format("/tensors/{}", i);
+    const std::string& ptr = ElementPointer("/tensors/", i);
     Tensor& tensor = g_->tensors.emplace_back();  // position i
     if (!r_.ReqString(t, ptr, "id", &tensor.id, true)) return false;
     int first = g_->IndexTensor(static_cast<int>(i));
@@ -501,7 +513,7 @@ class GraphParser {
   }
 
   bool ParseOpObject(size_t i, ObjectView o) {
-    std::string ptr = fmt::format("/ops/{}", i);
+    const std::string& ptr = ElementPointer("/ops/", i);
     Op& op = g_->ops.emplace_back();  // position i
     if (!r_.ReqString(o, ptr, "id", &op.id, true)) return false;
     int first = g_->IndexOp(static_cast<int>(i));
@@ -753,6 +765,7 @@ class GraphParser {
   std::set<std::string> used_symbols_, undeclared_overrides_;
   int64_t total_bytes_ = 0;
   size_t object_bound_ = 0;
+  std::string pointer_;  // ElementPointer's buffer
 };
 
 // SAX events to GraphParser: each top-level member, and each element of a

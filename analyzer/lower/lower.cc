@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 #include <unordered_set>
 
 #include "analyzer/ir/op_table.h"
@@ -22,14 +23,18 @@ class Lowering {
       *err = "graph already has a backward (phase \"backward\"); nothing to lower";
       return false;
     }
-    fwd_ops_ = std::move(g_.ops);
-    g_.ops.clear();
     n_fwd_tensors_ = g_.tensors.size();
-    // Forward ops keep their positions (and index entries) unless the graph
-    // has optimizer ops, which move after the backward.
+    // Forward ops stay where they are (positions, index entries) and the
+    // backward is appended, unless the graph has optimizer ops: then every op
+    // is moved out and pushed back, the optimizer ops after the backward.
     bool stable = true;
-    for (const Op& op : fwd_ops_) stable = stable && op.phase != Phase::kOptimizer;
-    if (!stable) {
+    for (const Op& op : g_.ops) stable = stable && op.phase != Phase::kOptimizer;
+    if (stable) {
+      fwd_ops_ = g_.ops;
+    } else {
+      moved_ops_ = std::move(g_.ops);
+      g_.ops.clear();
+      fwd_ops_ = moved_ops_;
       // Rebuilt as ops are pushed; meanwhile the optimizer ops' ids stay taken.
       g_.op_index.Clear();
       for (const Op& op : fwd_ops_)
@@ -39,11 +44,12 @@ class Lowering {
     PropagateRequiresGrad();
     CountContributions();
     Reserve();
+    if (stable) fwd_ops_ = std::span<Op>(g_.ops.data(), fwd_ops_.size());  // Reserve moved them
     EmitForward(stable);
     EmitSeeds();
     EmitBackward();
     reserved_op_ids_.clear();  // every generated op is named: the optimizer ops come back
-    for (Op& op : fwd_ops_)
+    for (Op& op : moved_ops_)  // empty when stable
       if (op.phase == Phase::kOptimizer) PushOp(std::move(op), /*index=*/true);
     Warn(warnings);
     if (seeds_ == 0)
@@ -161,7 +167,9 @@ class Lowering {
     return op;
   }
 
-  // Moves each forward op into the joint graph; EmitBackward reads it there.
+  // Completes each forward op (flops, saved extras) where it stands, or
+  // moves it into the joint graph when !stable; EmitBackward reads it there.
+  // From here on g_.ops grows: fwd_ops_ is only sized, not read.
   void EmitForward(bool stable) {
     extras_.resize(fwd_ops_.size());
     position_.assign(fwd_ops_.size(), -1);
@@ -185,8 +193,12 @@ class Lowering {
       op.saves.clear();
       had_saves_[o] = op.saves_given;
       op.saves_given = false;
+      if (stable) {
+        position_[o] = static_cast<int>(o);
+        continue;
+      }
       position_[o] = static_cast<int>(g_.ops.size());
-      PushOp(std::move(op), /*index=*/!stable);
+      PushOp(std::move(op), /*index=*/true);
     }
     arrived_.assign(n_fwd_tensors_, 0);
     partial_.assign(n_fwd_tensors_, -1);
@@ -305,7 +317,9 @@ class Lowering {
   }
 
   Graph& g_;
-  std::vector<Op> fwd_ops_;
+  // The forward's ops: in g_.ops (stable), else in moved_ops_.
+  std::span<Op> fwd_ops_;
+  std::vector<Op> moved_ops_;
   std::unordered_set<std::string> reserved_op_ids_;
   size_t n_fwd_tensors_ = 0;
   std::vector<bool> rg_, needs_bw_;
