@@ -14,8 +14,11 @@
 #                  they are large (1M transformer ops: ~350 MB) and are not kept in the repo
 #   --rss-limit-mib  kill a run whose RSS goes over this (default 8192); larger sizes of
 #                  the same shape are then skipped
+#   --before BIN   also time BIN (a memplan built from an earlier commit) on every graph,
+#                  its runs alternated with this build's, for the before/after columns
+#   --before-label TEXT  what BIN is, for the tables (default: its path)
 #
-# Each timed run is exactly `memplan analyze FILE --json REPORT -q` under GNU time
+# Each timed run is exactly `memplan analyze FILE --json REPORT -q --timings` under GNU time
 # (bench/measure.py), REPORT being a small file in the work dir from which the peak
 # is read (the report lists only the top live buffers, so writing it costs nothing
 # measurable next to /dev/null).
@@ -32,6 +35,8 @@ SHAPES="chain transformer"
 REPEAT=3
 RSS_LIMIT_MIB=8192
 QUICK=0
+BEFORE=""
+BEFORE_LABEL=""
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -42,7 +47,9 @@ while [[ $# -gt 0 ]]; do
     --build-dir) BUILD_DIR="$2"; shift 2 ;;
     --work) WORK="$2"; shift 2 ;;
     --rss-limit-mib) RSS_LIMIT_MIB="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --before) BEFORE="$(realpath "$2")"; shift 2 ;;
+    --before-label) BEFORE_LABEL="$2"; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "bench_analyze.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -76,6 +83,15 @@ RAW="$WORK/runs.jsonl"
 
 measure() { "$PY" "$BENCH_DIR/measure.py" --rss-limit-mib "$RSS_LIMIT_MIB" -- "$@"; }
 
+# One timed analyze of graph $2 by binary $1: measure.py's JSON plus the phases that
+# --timings prints ("phases": null when the run printed none).
+analyze_run() {
+  local m phases
+  m="$(measure "$1" analyze "$2" --json "$3" -q --timings 2>"$WORK/analyze.err")" || true
+  phases="$(sed -n 's/.*timings: parse \([0-9.]*\) s, lower \([0-9.]*\) s, analyze \([0-9.]*\) s, reserved \([0-9.]*\) s.*/{"parse": \1, "lower": \2, "analyze": \3, "reserved": \4}/p' "$WORK/analyze.err" | head -1)"
+  echo "${m%\}}, \"phases\": ${phases:-null}}"
+}
+
 for shape in $SHAPES; do
   skip=0
   for n in $SIZES; do
@@ -87,11 +103,23 @@ for shape in $SHAPES; do
     gen_s=$(LC_ALL=C printf '%.3f' "$(echo "$(date +%s.%N) - $t0" | bc)")
     reps=$REPEAT; [[ $n -ge 1000000 ]] && reps=1
     runs="["
+    before_runs="["
     for ((r = 1; r <= reps; r++)); do
       rep="$WORK/${shape}_${n}.report.json"
+      if [[ -n "$BEFORE" && $((r % 2)) == 1 ]]; then  # alternate which binary goes first
+        b="$(analyze_run "$BEFORE" "$g" "$WORK/before.report.json")"
+        log "$shape $n: before run $r: $b"
+        [[ $r -gt 1 ]] && before_runs+=","
+        before_runs+="$b"
+      fi
       rm -f "$rep"
-      m="$(measure "$MEMPLAN" analyze "$g" --json "$rep" -q 2>"$WORK/analyze.err")" || true
+      m="$(analyze_run "$MEMPLAN" "$g" "$rep")"
       log "$shape $n: analyze run $r: $m"
+      if [[ -n "$BEFORE" && $((r % 2)) == 0 ]]; then
+        b="$(analyze_run "$BEFORE" "$g" "$WORK/before.report.json")"
+        log "$shape $n: before run $r: $b"
+        before_runs+=",$b"
+      fi
       [[ $r -gt 1 ]] && runs+=","
       runs+="$m"
       if [[ "$m" == *'"killed": "'* || "$m" != *'"rc": 0'* ]]; then
@@ -99,6 +127,7 @@ for shape in $SHAPES; do
       fi
     done
     runs+="]"
+    before_runs+="]"
     report="null"
     [[ -s "$rep" ]] && report="$("$PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$rep")"
     joint="$WORK/${shape}_${n}.joint.json"
@@ -107,15 +136,16 @@ for shape in $SHAPES; do
     log "$shape $n: lower: $lower"
     joint_bytes=0; [[ -f "$joint" ]] && joint_bytes=$(stat -c %s "$joint")
     rm -f "$joint"
-    printf '{"shape": "%s", "ops_requested": %s, "counts": %s, "file_bytes": %s, "gen_s": %s, "analyze_runs": %s, "report": %s, "lower": %s, "joint_bytes": %s}\n' \
-      "$shape" "$n" "$counts" "$(stat -c %s "$g")" "$gen_s" "$runs" "$report" "$lower" "$joint_bytes" >> "$RAW"
+    printf '{"shape": "%s", "ops_requested": %s, "counts": %s, "file_bytes": %s, "gen_s": %s, "analyze_runs": %s, "before_runs": %s, "report": %s, "lower": %s, "joint_bytes": %s}\n' \
+      "$shape" "$n" "$counts" "$(stat -c %s "$g")" "$gen_s" "$runs" "$before_runs" "$report" "$lower" "$joint_bytes" >> "$RAW"
     if [[ "$runs" == *'"killed": "'* ]]; then skip=1; fi
     [[ $n -ge 1000000 ]] && rm -f "$g"  # ~100-350 MB each
   done
 done
 
 # --- summary -----------------------------------------------------------------------
-export RAW QUICK BUILD_TYPE CXX_VERSION REPO RSS_LIMIT_MIB
+BEFORE_LABEL="${BEFORE_LABEL:-$BEFORE}"
+export RAW QUICK BUILD_TYPE CXX_VERSION REPO RSS_LIMIT_MIB BEFORE_LABEL
 "$PY" - "$BENCH_DIR/results" <<'PYEOF'
 import datetime, json, os, platform, statistics, subprocess, sys
 
@@ -141,6 +171,14 @@ def git(*a):
         return None
 
 MIB = 1024 * 1024
+
+def median_phases(runs):
+    """Median seconds of each --timings phase over the runs that printed them."""
+    with_phases = [x["phases"] for x in runs if x.get("phases")]
+    if not with_phases:
+        return None
+    return {k: round(statistics.median(p[k] for p in with_phases), 3) for k in with_phases[0]}
+
 cases = []
 for r in rows:
     runs = r["analyze_runs"]
@@ -174,6 +212,16 @@ for r in rows:
             "joint_file_mb": round(r["joint_bytes"] / 1e6, 2),
         },
     }
+    c["analyze"]["phases_s"] = median_phases(ok)
+    before = [x for x in r.get("before_runs", []) if x["rc"] == 0 and not x["killed"]]
+    if r.get("before_runs"):
+        c["before"] = {
+            "runs": len(r["before_runs"]),
+            "wall_s": round(statistics.median(x["wall_s"] for x in before), 3) if before else None,
+            "wall_s_all": [x["wall_s"] for x in r["before_runs"]],
+            "max_rss_mib": max(x["max_rss_mib"] for x in r["before_runs"]),
+            "phases_s": median_phases(before),
+        }
     a = c["analyze"]
     c["analyze"]["us_per_op"] = round(a["wall_s"] * 1e6 / c["ops"], 2) if a["wall_s"] else None
     c["analyze"]["rss_kib_per_op"] = round(a["max_rss_mib"] * 1024 / c["ops"], 2)
@@ -194,7 +242,8 @@ result = {
             "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))},
     "command": "memplan analyze GRAPH --json REPORT -q (median of runs); memplan lower GRAPH -o JOINT (once)",
     "rss_limit_mib": int(os.environ["RSS_LIMIT_MIB"]),
-    "target": "100k ops end to end < 1 s; memory linear in graph size",
+    "target": "issue 34: 100k ops < 0.5 s; 1M ops < 5 s in < 600 MB peak RSS",
+    "before": os.environ["BEFORE_LABEL"] or None,
     "cases": cases,
 }
 with open(os.path.join(out, "analyze_scale.json"), "w") as f:
@@ -217,26 +266,42 @@ lines = [
     "max RSS from GNU time; `memplan lower GRAPH -o JOINT` once. Generated by "
     "`bench/gen_graph.py` (activations 256 KiB each).",
     "",
-    "| shape | ops | tensors | joint ops | file MB | analyze s | µs/op | max RSS MiB | KiB/op | peak bytes | lower s | lower RSS MiB |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| shape | ops | tensors | joint ops | file MB | before s | analyze s | parse / lower / analyze / reserved s | µs/op | before RSS MiB | max RSS MiB | KiB/op | peak bytes | lower s | lower RSS MiB |",
+    "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
 ]
+def phases(p):
+    return "-" if not p else " / ".join("%.2f" % p[k] for k in ("parse", "lower", "analyze", "reserved"))
 for c in cases:
-    a, l = c["analyze"], c["lower"]
+    a, l, b = c["analyze"], c["lower"], c.get("before", {})
     wall = fmt(a["wall_s"], ".3f") if a["ok"] else "killed (%s)" % a["killed"] if a["killed"] else "failed"
-    lines.append("| %s | %d | %d | %s | %.1f | %s | %s | %.1f | %.2f | %s | %s | %.1f |" % (
-        c["shape"], c["ops"], c["tensors"], fmt(c["joint_ops"], "d"), c["file_mb"], wall,
-        fmt(a["us_per_op"], ".2f"), a["max_rss_mib"], a["rss_kib_per_op"],
+    lines.append("| %s | %d | %d | %s | %.1f | %s | %s | %s | %s | %s | %.1f | %.2f | %s | %s | %.1f |" % (
+        c["shape"], c["ops"], c["tensors"], fmt(c["joint_ops"], "d"), c["file_mb"],
+        fmt(b.get("wall_s"), ".3f"), wall, phases(a["phases_s"]),
+        fmt(a["us_per_op"], ".2f"), fmt(b.get("max_rss_mib"), ".1f"), a["max_rss_mib"], a["rss_kib_per_op"],
         fmt(c["peak_bytes"], "d"), fmt(l["wall_s"], ".3f") if l["ok"] else "killed (%s)" % l["killed"] if l["killed"] else "failed",
         l["max_rss_mib"]))
 lines.append("")
 lines.append("A killed run was stopped by the watchdog (bench/measure.py) at the RSS limit; its "
              "RSS column is the last value seen, its time the time until then.")
 lines.append("")
+if result["before"]:
+    lines.append("before: %s, its runs alternated with this build's." % result["before"])
+    lines.append("")
 t100 = [c for c in cases if c["ops"] == 100000 and c["analyze"]["wall_s"] is not None]
 if t100:
     worst = max(t100, key=lambda c: c["analyze"]["wall_s"])
-    lines.append("Target (100k ops < 1 s): %s (slowest 100k case: %s, %.3f s)." % (
-        "met" if worst["analyze"]["wall_s"] < 1.0 else "MISSED", worst["shape"], worst["analyze"]["wall_s"]))
+    lines.append("Target (100k ops < 0.5 s): %s (slowest 100k case: %s, %.3f s)." % (
+        "met" if worst["analyze"]["wall_s"] < 0.5 else "MISSED", worst["shape"], worst["analyze"]["wall_s"]))
+    lines.append("")
+t1m = [c for c in cases if c["ops"] >= 1000000]
+if t1m:
+    slow = max(t1m, key=lambda c: c["analyze"]["wall_s"] or float("inf"))
+    big = max(t1m, key=lambda c: c["analyze"]["max_rss_mib"])
+    ok = all(c["analyze"]["wall_s"] is not None and c["analyze"]["wall_s"] < 5 and
+             c["analyze"]["max_rss_mib"] * MIB < 600e6 for c in t1m)
+    lines.append("Target (1M ops < 5 s in < 600 MB): %s (slowest: %s, %s s; largest: %s, %.0f MiB)." % (
+        "met" if ok else "MISSED", slow["shape"], fmt(slow["analyze"]["wall_s"], ".3f"),
+        big["shape"], big["analyze"]["max_rss_mib"]))
     lines.append("")
 with open(os.path.join(out, "analyze_scale.md"), "w") as f:
     f.write("\n".join(lines))
