@@ -193,20 +193,31 @@ def human_count(n):
 def analyze_scale():
     """memplan analyze and lower on synthetic graphs (bench/bench_analyze.sh)."""
     doc = load("analyze_scale.json")
+
+    def rss(mib):
+        if mib is None:
+            return NA
+        return f"{mib / 1024:.2f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+
     rows = []
     for c in doc.get("cases", []):
-        a, lo = c.get("analyze", {}), c.get("lower", {})
-        rss = a.get("max_rss_mib")
+        a, lo, b = c.get("analyze", {}), c.get("lower", {}), c.get("before", {})
+        ph = a.get("phases_s") or {}
+        phases = " / ".join(num(ph.get(k), "{:.2f}") for k in
+                            ("parse", "lower", "analyze", "reserved")) if ph else NA
         rows.append([c.get("shape"), human_count(c.get("ops", 0)),
                      human_count(c.get("tensors", 0)),
-                     num(a.get("wall_s"), "{:.3g} s"),
-                     NA if rss is None else (f"{rss / 1024:.1f} GiB" if rss >= 1024
-                                             else f"{rss:.0f} MiB"),
+                     num(b.get("wall_s"), "{:.3g} s"), num(a.get("wall_s"), "{:.3g} s"), phases,
+                     rss(b.get("max_rss_mib")), rss(a.get("max_rss_mib")),
+                     num(a.get("rss_kib_per_op"), "{:.2f}"),
                      num(lo.get("wall_s"), "{:.3g} s")])
-    return table(["shape", "ops", "tensors", "analyze", "max RSS", "`lower`"], rows) + [
-        "", f"Median of {g(doc, 'cases', 0, 'analyze', 'runs', default=NA)} runs; "
-        f"`bench/results/analyze_scale.json`, {str(doc.get('date', ''))[:10]}, commit "
-        f"{str(g(doc, 'git', 'commit', default=''))[:7]}."]
+    before = doc.get("before")
+    return table(["shape", "ops", "tensors", "analyze before", "analyze",
+                  "parse / lower / analyze / reserved s", "max RSS before", "max RSS",
+                  "KiB per op", "`lower`"], rows) + [
+        "", f"Median of {g(doc, 'cases', 0, 'analyze', 'runs', default=NA)} runs (1M ops: one); "
+        f"before: {before or NA}, alternated; `bench/results/analyze_scale.json`, "
+        f"{str(doc.get('date', ''))[:10]}, commit {str(g(doc, 'git', 'commit', default=''))[:7]}."]
 
 
 @generator("reserved_overhead.json")
