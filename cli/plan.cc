@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "analyzer/alloc/alloc_conf.h"
@@ -46,6 +47,7 @@ struct PlanFlags {
   int sweep = 0;
   int top = 10;
   int64_t global_batch = 0;  // > 0: micro-batch planning
+  int search_threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
   std::string batch_symbol = "batch";
   bool quiet = false;
 };
@@ -118,6 +120,7 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
   // Under --parallel the global batch is split evenly over the ranks.
   mo.global_batch = f.global_batch / optimizer.parallel.world_size;
   mo.budget_bytes = budget;
+  mo.probe_threads = f.search_threads;
   mo.planner = options;
   mo.budget_of = ResolveBudgetOf(f, budget_of, device != nullptr, jg.graph);
   mo.alloc_config = alloc_config;
@@ -365,6 +368,11 @@ void RegisterPlan(CLI::App* app, int* rc) {
                 "find the largest micro-batch of a global batch of N that fits, with the "
                 "baseline program and with checkpointing, and the gradient-accumulation steps")
       ->check(CLI::Range(int64_t{1}, kMaxGlobalBatch));
+  p->add_option("--search-threads", plan.search_threads,
+                "--global-batch: batches evaluated at a time (2: the next one the search may "
+                "need is planned on a second core meanwhile; the same answers); default 2 on "
+                "a machine with two or more cores, else 1")
+      ->check(CLI::Range(1, 2));
   p->add_option("--batch-symbol", plan.batch_symbol,
                 "the graph symbol that is the batch size (set like --set batch=...)")
       ->capture_default_str();

@@ -109,8 +109,8 @@ TEST_CASE("Simulate accumulating_gradients: AccumulationPeak's peak, accumulator
 // Simulate with it gives, accumulating or not, and a live set that sums to
 // the peak (the planner's trials rely on it: search.h ScoreDetailedBelow).
 TEST_CASE("CollectLiveAtPeak completes a replay made without the live set") {
-  for (const char* name : {"gpt_tiny.graph.json", "densenet_toy.graph.json",
-                           "cnn_small.joint.graph.json"}) {
+  for (const char* name :
+       {"gpt_tiny.graph.json", "densenet_toy.graph.json", "cnn_small.joint.graph.json"}) {
     CAPTURE(name);
     JointGraph jg;
     std::string err;
@@ -241,8 +241,9 @@ TEST_CASE("PlanMicroBatches: one micro-batch can fit where accumulating ones do 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 MicroBatchResult SearchOf(const GraphAtBatch& at, int64_t n, int64_t budget, BudgetOf of,
-                          const alloc::DeviceMemory* device = nullptr) {
+                          const alloc::DeviceMemory* device = nullptr, int probe_threads = 1) {
   MicroBatchOptions o;
+  o.probe_threads = probe_threads;
   o.global_batch = n;
   o.budget_bytes = budget;
   o.budget_of = of;
@@ -459,6 +460,62 @@ TEST_CASE("PlanMicroBatches: reserved budgets on gpt_tiny, baseline and checkpoi
   CHECK(predicted.reserved_peak_bytes ==
         GptBaselineReserved(predicted.baseline.micro_batch, predicted.baseline.accumulation_steps));
   CHECK(predicted.reserved_peak_bytes > budget);
+}
+
+}  // namespace
+}  // namespace memplan
+
+namespace memplan {
+namespace {
+
+// The fields of a choice that make the answer.
+std::vector<int64_t> AnswerOf(const MicroBatchChoice& c) {
+  return {c.found,
+          c.micro_batch,
+          c.accumulation_steps,
+          c.last_micro_batch,
+          c.peak_bytes,
+          c.last_peak_bytes,
+          c.next_peak_bytes,
+          c.reserved_peak_bytes,
+          c.next_reserved_peak_bytes,
+          c.lowest_peak_bytes};
+}
+
+TEST_CASE("PlanMicroBatches: two probe threads give one thread's answers") {
+  // Exhaustive (n <= 32) and bracketed searches, allocated and reserved
+  // budgets, with and without checkpointing needed, and nothing fitting.
+  struct Case {
+    int64_t n, budget;
+    BudgetOf of;
+  };
+  const Case cases[] = {
+      {24, 200 * kMiB, BudgetOf::kAllocated},  {24, 200 * kMiB, BudgetOf::kReserved},
+      {256, 200 * kMiB, BudgetOf::kAllocated}, {256, 300 * kMiB, BudgetOf::kReserved},
+      {100, 60 * kMiB, BudgetOf::kAllocated},  {64, 1 * kMiB, BudgetOf::kAllocated},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.n);
+    CAPTURE(c.budget);
+    CAPTURE(static_cast<int>(c.of));
+    const MicroBatchResult one = SearchOf(GptAt, c.n, c.budget, c.of, nullptr, 1);
+    const MicroBatchResult two = SearchOf(GptAt, c.n, c.budget, c.of, nullptr, 2);
+    CHECK(AnswerOf(two.baseline) == AnswerOf(one.baseline));
+    CHECK(AnswerOf(two.checkpointed) == AnswerOf(one.checkpointed));
+    CHECK(two.checkpointed.recompute_cost == one.checkpointed.recompute_cost);
+    CHECK(two.checkpointed_recommended == one.checkpointed_recommended);
+    CHECK(two.reserved_peak_bytes == one.reserved_peak_bytes);
+    CHECK(two.monotone == one.monotone);
+    // Every point both evaluated has the same figures.
+    for (const BatchPoint& p : one.evaluated) {
+      const BatchPoint* q = FindPoint(two, p.batch);
+      if (q == nullptr) continue;
+      CHECK(q->baseline_peak_bytes == p.baseline_peak_bytes);
+      CHECK(q->baseline_fits == p.baseline_fits);
+      // The second thread may plan a batch one thread only sized.
+      if (p.planned && q->planned) CHECK(q->plan_peak_bytes == p.plan_peak_bytes);
+    }
+  }
 }
 
 }  // namespace

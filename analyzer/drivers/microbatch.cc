@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <map>
+#include <mutex>
 
 #include "analyzer/base/units.h"
 #include "analyzer/plan/cost_model.h"
@@ -107,15 +109,44 @@ class Search {
     return true;
   }
 
+  // Whether point p (of batch b) answers for the kind without more work.
+  static bool Complete(const BatchPoint& p, int64_t b, bool with_plan) {
+    return p.batch == b && (p.planned || !with_plan || p.baseline_fits);
+  }
+
   // Evaluates batch b (memoized); with_plan also runs the planner when the
-  // baseline does not fit.
+  // baseline does not fit. Thread-safe for distinct b: the points are
+  // guarded, and a point's fields are written only by the call that makes it.
   bool Eval(int64_t b, bool with_plan, BatchPoint** out, std::string* err) {
-    BatchPoint& p = points_[b];
-    if (p.batch == b && (p.planned || !with_plan || p.baseline_fits)) {
-      *out = &p;
-      return true;
+    return Eval(b, with_plan, o_.planner, out, err);
+  }
+  bool Eval(int64_t b, bool with_plan, const PlannerOptions& planner, BatchPoint** out,
+            std::string* err) {
+    BatchPoint p;
+    {
+      std::lock_guard<std::mutex> lock(points_mutex_);
+      auto it = points_.find(b);
+      if (it != points_.end()) {
+        if (Complete(it->second, b, with_plan)) {
+          *out = &it->second;
+          return true;
+        }
+        p = it->second;
+      }
     }
-    if (o_.planner.stage) o_.planner.stage("micro-batch", b, 0);
+    if (!Compute(b, with_plan, planner, &p, err)) return false;
+    std::lock_guard<std::mutex> lock(points_mutex_);
+    BatchPoint& slot = points_[b];
+    slot = p;
+    *out = &slot;
+    return true;
+  }
+
+  // Eval's work on p, a copy of batch b's point so far (or a new one).
+  bool Compute(int64_t b, bool with_plan, const PlannerOptions& planner, BatchPoint* out,
+               std::string* err) const {
+    BatchPoint& p = *out;
+    if (planner.stage) planner.stage("micro-batch", b, 0);
     JointGraph jg;
     if (!graph_at_(b, &jg, err)) return false;
     const Graph& g = jg.graph;
@@ -144,26 +175,75 @@ class Search {
     }
     if (with_plan && !p.baseline_fits && !p.planned) {
       p.planned = true;
-      if (!(BoundsReserved() ? PlanReserved(g, b, &p, err) : PlanAllocated(g, b, &p, err)))
+      if (!(BoundsReserved() ? PlanReserved(g, b, planner, &p, err)
+                             : PlanAllocated(g, b, planner, &p, err)))
         return false;
     }
-    *out = &p;
     return true;
   }
+
+  // Starts evaluating batch b on another thread when probes may run two at
+  // a time and b is new (or not yet planned); the returned future, if valid,
+  // must be waited for. The second thread reports no progress.
+  std::future<bool> Speculate(int64_t b, bool with_plan, BatchPoint** out, std::string* err) {
+    if (o_.probe_threads < 2 || b < 1 || b > o_.global_batch) return {};
+    {
+      std::lock_guard<std::mutex> lock(points_mutex_);
+      auto it = points_.find(b);
+      if (it != points_.end() && Complete(it->second, b, with_plan)) return {};
+    }
+    return std::async(std::launch::async, [this, b, with_plan, out, err] {
+      PlannerOptions quiet = o_.planner;
+      quiet.progress = nullptr;
+      quiet.stage = nullptr;
+      return Eval(b, with_plan, quiet, out, err);
+    });
+  }
+
+  // A batch evaluated on the second thread meanwhile (Speculate); nothing
+  // when b is 0, known, or probes run one at a time. Join before reading.
+  class Probe {
+   public:
+    Probe(Search* search, int64_t b, bool with_plan) {
+      if (b > 0) future_ = search->Speculate(b, with_plan, &point_, &err_);
+    }
+    ~Probe() {
+      if (future_.valid()) future_.wait();
+    }
+    // Waits for it; false with its error if it failed.
+    bool Join(std::string* err) {
+      if (!future_.valid()) return true;
+      if (future_.get()) return true;
+      point_ = nullptr;
+      *err = err_;
+      return false;
+    }
+    const BatchPoint* point() const { return point_; }
+    bool Fits(bool with_plan) const {
+      return with_plan ? point_->plan_fits : point_->baseline_fits;
+    }
+
+   private:
+    std::future<bool> future_;
+    BatchPoint* point_ = nullptr;
+    std::string err_;
+  };
 
   // The planner's options at batch b: when accumulating, it scores every
   // program with the accumulators alive (SimOptions::accumulating_gradients),
   // so the peak it bounds is AccumulationPeak's.
-  PlannerOptions PlannerAt(int64_t b) const {
-    PlannerOptions options = o_.planner;
+  PlannerOptions PlannerAt(int64_t b) const { return PlannerAt(b, o_.planner); }
+  PlannerOptions PlannerAt(int64_t b, const PlannerOptions& base) const {
+    PlannerOptions options = base;
     options.accumulating_gradients = Steps(b) > 1;
     return options;
   }
 
   // The plan at batch b, for allocated bytes: one plan at the budget.
-  bool PlanAllocated(const Graph& g, int64_t b, BatchPoint* p, std::string* err) const {
+  bool PlanAllocated(const Graph& g, int64_t b, const PlannerOptions& planner, BatchPoint* p,
+                     std::string* err) const {
     PlanResult r;
-    if (!PlanCheckpoints(g, o_.budget_bytes, PlannerAt(b), &r, err)) {
+    if (!PlanCheckpoints(g, o_.budget_bytes, PlannerAt(b, planner), &r, err)) {
       *err = fmt::format("at batch {}: {}", b, *err);
       return false;
     }
@@ -178,7 +258,8 @@ class Search {
   // allocation budgets while the plan's reserved peak, run as micro-batches,
   // is over (AllocationBudgetRounds); the first plan that fits, else the one
   // with the lowest reserved peak.
-  bool PlanReserved(const Graph& g, int64_t b, BatchPoint* p, std::string* err) const {
+  bool PlanReserved(const Graph& g, int64_t b, const PlannerOptions& planner, BatchPoint* p,
+                    std::string* err) const {
     const bool accumulating = Steps(b) > 1;
     const int64_t target = o_.budget_of == BudgetOf::kDevice
                                ? o_.budget_bytes - o_.device.cuda_context_bytes
@@ -186,7 +267,7 @@ class Search {
     AllocationBudgetRounds rounds(target);
     for (int round = 0; round < kMaxReservedRounds; ++round) {
       PlanResult r;
-      if (!PlanCheckpoints(g, rounds.budget(), o_.planner, &r, err)) {
+      if (!PlanCheckpoints(g, rounds.budget(), planner, &r, err)) {
         *err = fmt::format("at batch {}: {}", b, *err);
         return false;
       }
@@ -275,7 +356,8 @@ class Search {
     bool ok = false;
     if (n <= kExhaustiveBatches) {
       for (int64_t b = n; b >= 1; --b) {
-        if (!fits(b, &ok)) return false;
+        Probe below(this, b - 1, with_plan);  // the next one down, on the second thread
+        if (!fits(b, &ok) || !below.Join(err)) return false;
         if (ok) {
           *best = b;
           return true;
@@ -307,8 +389,12 @@ class Search {
         }
       }
       const int64_t before = hi - lo;
-      if (!fits(mid, &ok)) return false;
+      // mid + 1 on the second thread: when mid fits, it closes the bracket
+      // or moves its bottom one further.
+      Probe above(this, mid + 1 < hi ? mid + 1 : 0, with_plan);
+      if (!fits(mid, &ok) || !above.Join(err)) return false;
       (ok ? lo : hi) = mid;
+      if (ok && above.point() != nullptr) (above.Fits(with_plan) ? lo : hi) = mid + 1;
       stalls = guessed && 2 * (hi - lo) > before ? stalls + 1 : 0;
     }
     *best = lo;
@@ -341,7 +427,8 @@ class Search {
     c->recompute_cost = with_plan ? p->recompute_cost : 0.0;
     c->recompute_overhead = p->step_cost > 0 ? c->recompute_cost / p->step_cost : 0.0;
     double full = p->step_cost + c->recompute_cost;
-    if (!Eval(c->last_micro_batch, with_plan, &p, err)) return false;
+    Probe next(this, micro < n ? micro + 1 : 0, with_plan);
+    if (!Eval(c->last_micro_batch, with_plan, &p, err) || !next.Join(err)) return false;
     c->last_peak_bytes = peak(p);
     c->global_batch_cost =
         (c->accumulation_steps - 1) * full + p->step_cost + (with_plan ? p->recompute_cost : 0.0);
@@ -382,6 +469,7 @@ class Search {
   const GraphAtBatch& graph_at_;
   const MicroBatchOptions& o_;
   std::vector<int64_t> persistent_;  // the device's library workspaces
+  std::mutex points_mutex_;          // guards points_ (not the fields of a point)
   std::map<int64_t, BatchPoint> points_;
 };
 

@@ -115,6 +115,12 @@ struct MicroBatchOptions {
   // summary can say when the caching allocator would hold more than the
   // budget. Costs one replay, and one plan when the plan is recommended.
   bool predict_reserved = false;
+  // 2: while one batch is evaluated, the next one the search may need (one
+  // up in the bracket, one down when exhaustive, micro_batch + 1 for the
+  // answer's check) is evaluated on a second thread. The same answers as 1
+  // wherever fitting is monotone in the batch, in fewer rounds of plans;
+  // `evaluated` may then list more points.
+  int probe_threads = 1;
 };
 
 // One batch value evaluated. Peaks are of a whole micro-batch step: the
