@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""The CPU scratch rules that depend on strides (python/memplan/torch/
+"""The CPU scratch rules for this machine's kernels (AVX-512 or AVX2) against
+torch.profiler's measurement, and the rules for either CPU chosen at export.
+
+On AVX-512, the rules that depend on strides (python/memplan/torch/
 _workspace.py, read off torch 2.14 / oneDNN v3.12 and torch 2.15 / oneDNN
 v3.13 on AVX-512, one thread) against torch.profiler's measurement of the
 same ops, byte for byte, at shapes the rules were not read off:
@@ -151,21 +154,88 @@ def patch_checks(check, batch: int):
           [(o["id"], tensors[o["inputs"][0]].get("layout")) for o in norms])
 
 
+class PlainNet(nn.Module):
+    """Plain-layout convolutions that take AVX2's other kernels: a first
+    convolution, 3x3 stride-2 ones over 24 and 64 channels (brgconv_strided
+    backward data, weights in blocks of 24 and 32), a 1x1 stride 2 over 40
+    channels with a 44-channel bias (reduce-to-unit-stride buffers, a bias
+    padded to 8), and at 2x2 pixels a depthwise 3x3 and a 3x3 whose kernel
+    is taller than the input (backward weights in gemm)."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.ModuleList([
+            nn.Conv2d(3, 24, 3, padding=1, bias=False),
+            nn.Conv2d(24, 40, 3, stride=2, padding=1),
+            nn.Conv2d(40, 44, 1, stride=2),
+            nn.Conv2d(44, 64, 3, stride=2, padding=1, bias=False),
+            nn.Conv2d(64, 96, 3, stride=2, padding=1, bias=False),
+            nn.Conv2d(96, 96, 3, padding=1, groups=96, bias=False),
+            nn.Conv2d(96, 96, 3, padding=1)])
+        self.fc = nn.Linear(96, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv in self.convs:
+            x = torch.relu(conv(x))
+        return self.fc(x.mean((2, 3)))
+
+
+def plain_checks(check, batch: int, side: int):
+    label = f"plain-layout net b{batch} {side}x{side}"
+    _, rows = compare(check, label, PlainNet(), torch.randn(batch, 3, side, side))
+    gemm = [r for r in rows if r[1] == "convolution_backward" and r[4] >= 4 * 96 * 9 * 4 * 96]
+    check(f"{label}: the 96-channel 3x3 at 2x2 pixels takes gemm's backward-weights "
+          "scratchpad (4 x its weights and more)", len(gemm) == 1, rows)
+
+
+def isa_checks(check):
+    """The rules for either CPU, chosen at export (cpu_isa), named in the
+    graph: a 72-channel depthwise convolution's blocks pad to 80 channels on
+    AVX-512, none on AVX2; a 64-channel one is the same on both."""
+    model = nn.Sequential(nn.Conv2d(3, 72, 3, padding=1), nn.Conv2d(72, 72, 3, padding=1,
+                                                                     groups=72),
+                          nn.Flatten(), nn.Linear(72 * 8 * 8, 10))
+    x = torch.randn(2, 3, 8, 8)
+    dw = {}
+    for isa in ("avx512", "avx2"):
+        g = export(model, (x,), cpu_isa=isa)
+        check(f"cpu_isa={isa}: source.workspace.isa names it",
+              g["source"]["workspace"].get("isa") == isa, g["source"]["workspace"])
+        dw[isa] = next(o["workspace_bytes"] for o in g["ops"]
+                       if o["type"] == "aten.convolution.default" and o.get("groups") == 72)
+    # ideep's blocked copies of the input and output (2 images of 8x8 pixels
+    # each) and of the weights, less the plain output the op returns.
+    out = 2 * 72 * 64 * 4
+    expected = {isa: 2 * (2 * c * 64 * 4) + c * 9 * 4 - out
+                for isa, c in (("avx512", 80), ("avx2", 72))}
+    check(f"depthwise 72 channels: {dw} bytes, expected {expected}", dw == expected)
+    try:
+        export(model, (x,), cpu_isa="sse4")
+        check("cpu_isa='sse4' is refused", False)
+    except ValueError as e:
+        check("cpu_isa='sse4' is refused naming the choices",
+              str(e) == "cpu isa 'sse4': expected one of avx512, avx2", str(e))
+
+
 def main() -> int:
     check = Checks()
-    from torch.backends import cpu as cpu_backend
-    if cpu_backend.get_cpu_capability() != "AVX512":
-        check("layout rules vs measured: skipped (the rules model AVX-512; this CPU: "
-              f"{cpu_backend.get_cpu_capability()})", True)
-        return check.summary()
+    isa = ws.cpu_isa()
+    isa_checks(check)
     prev = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        print(f"torch {torch.__version__}, rules of {ws.__name__}", flush=True)
-        for batch, side in ((3, 40), (5, 48)):
-            convnext_checks(check, batch, side)
-        for batch in (3, 4):
-            patch_checks(check, batch)
+        print(f"torch {torch.__version__}, rules of {ws.__name__} for this CPU's "
+              f"{isa} kernels", flush=True)
+        if isa == "avx512":
+            for batch, side in ((3, 40), (5, 48)):
+                convnext_checks(check, batch, side)
+            for batch in (3, 4):
+                patch_checks(check, batch)
+        else:
+            # AVX2's channels-last kernels are not modelled (the AVX-512 rules
+            # stand in for them: docs/training-steps.md, "CPU scratch rules").
+            for batch, side in ((3, 16), (5, 20)):
+                plain_checks(check, batch, side)
     finally:
         torch.set_num_threads(prev)
     return check.summary()

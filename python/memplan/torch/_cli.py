@@ -85,6 +85,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="per-op scratch measured by replaying the step on this CPU "
                          "(--device cpu only) instead of the scratch rules "
                          "(memplan/torch/_workspace.py)")
+    ex.add_argument("--cpu-isa", choices=("avx512", "avx2"),
+                    help="the CPU whose oneDNN kernels the scratch rules model (default: "
+                         "this machine's, torch.backends.cpu.get_cpu_capability()); the "
+                         "graph's source.workspace.isa names it")
     ex.add_argument("--measure-times", action="store_true",
                     help="each op's time_us measured by replaying the step's graphs on this "
                          "CPU, one thread (--device cpu --static only): memplan plans with "
@@ -130,6 +134,11 @@ def _run_command(args):
               "workspace": "measure" if args.measure_workspace else "rules",
               "autocast": args.autocast, "hold_outputs": args.hold_outputs,
               "compile": args.compile}
+        if args.cpu_isa:
+            if args.measure_workspace:
+                raise ValueError("--cpu-isa chooses the scratch rules' kernels; "
+                                 "--measure-workspace measures this CPU's")
+            kw["cpu_isa"] = args.cpu_isa
         if args.compile and args.partition != "default":
             raise ValueError("--partition with --compile: the compiled step uses its "
                              "backend's partitioner")

@@ -38,7 +38,7 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
            workspace_overrides: Optional[Dict[str, int]] = None,
            compile: Optional[str] = None,
            compile_config: Optional[Dict[str, Any]] = None,
-           check_graph_breaks: bool = True) -> Any:
+           check_graph_breaks: bool = True, cpu_isa: Optional[str] = None) -> Any:
     """memplan.graph/1 (a dict) of one training step of `model` on
     `example_inputs` (a tuple) with the cross-entropy loss against `target`
     (random, shaped from the output, when None). The model is not modified.
@@ -63,7 +63,9 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     (source.outputs_held). workspace_overrides: {op id: bytes} replacing
     those ops' scratch (workspace_source "override"; _workspace.py). Each op's
     workspace_source and the graph's source.workspace say where its scratch
-    came from. compile: "aot_eager" or "inductor": the step as
+    came from. cpu_isa: the CPU kernels the scratch rules model for a CPU
+    step ("avx512" or "avx2"; default: this machine's, which a measurement
+    always uses). compile: "aot_eager" or "inductor": the step as
     torch.compile with that backend runs it, forward and loss as one graph
     (_compile.py; partition_fn and record_inplace are then the backend's;
     source.compile names it). compile_config: torch._functorch.config values
@@ -126,11 +128,14 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     stats["recomputed_ops"] = inline_recompute(graph, regions)
     if workspace == "rules":
         stats["workspace_ops"] = workspace_rules.apply_rules(graph, target_device,
-                                                             workspace_overrides)
+                                                             workspace_overrides, cpu_isa)
     elif workspace_overrides:
         workspace_rules.apply_overrides(graph, workspace_overrides)
     stats["workspace"] = workspace
-    workspace_rules.record_sources(graph, workspace, target_device)
+    if cpu_isa is not None and workspace != "rules":
+        raise ValueError(f"cpu_isa={cpu_isa!r} chooses the scratch rules' kernels: it needs "
+                         f"workspace='rules', not {workspace!r}")
+    workspace_rules.record_sources(graph, workspace, target_device, cpu_isa)
     errs = validate(graph)
     if errs:
         raise RuntimeError("exported graph fails its self-check:\n  " + "\n  ".join(errs[:20]))

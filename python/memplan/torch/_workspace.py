@@ -14,12 +14,21 @@ and the graph's `source.workspace` counts them ({"method", "device", "ops":
 {source: count}}).
 
 What each CPU rule stands for (fp32, PyTorch 2.14's and 2.15's CPU kernels,
-oneDNN v3.12 / v3.13, AVX-512, one thread; read off torch.profiler
-allocations inside each op, see `export --measure-workspace`, which keeps
-measuring instead). Which copies a kernel makes depends on its inputs'
-strides: the exporter writes each tensor's `layout` ("channels_last" or
-"strided" where it is not row-major; _convert.layout), and an input a kernel
-needs dense in another layout costs its bytes for the whole op.
+oneDNN v3.12 / v3.13, one thread; read off torch.profiler allocations
+inside each op, see `export --measure-workspace`, which keeps measuring
+instead). oneDNN picks kernels by instruction set, so the rules model the
+CPU an export names (cpu_isa, default this machine's; source.workspace.isa):
+AVX-512, below, or AVX2 (_conv_backward_avx2): the same reorders with
+blocks of 8 channels (72 channels stay 72), grouped convolutions blocked
+by 8 or run in gemm, a strided convolution's backward data in
+brgconv_strided on channels-last copies whatever its kernel, backward
+weights in gemm where the kernel is taller than the input or a padding
+reaches it (resnet18's 3x3s at 2x2 pixels), the 1x1 strided backward
+weights' buffer over 8 to 72 channels, ideep's own grad_bias.
+Which copies a kernel makes depends on its inputs' strides: the exporter
+writes each tensor's `layout` ("channels_last" or "strided" where it is
+not row-major; _convert.layout), and an input a kernel needs dense in
+another layout costs its bytes for the whole op.
   cpu:
     convolution            (rule:onednn-convolution; _conv_plan has the
                            sources) ideep reorders the input and weights
@@ -108,7 +117,12 @@ run measured what they miss, docs/gpu-check.md; an override replaces them):
       gives it.
   Other GPU ops: no rule (their scratch, if any, is taken as 0, unnamed).
 
-Falls short on: CPUs without AVX-512 (other blocks), more than one thread
+Falls short on: on AVX2, channels-last convolutions (the AVX-512 rules
+stand in), a first convolution (input channels < 8) whose input needs a
+gradient, brgconv_strided's weight block where its cost model picks other
+than the one taken (the largest of 32/24/16/8 that wastes at most a
+quarter) and its output buffer for a width not a multiple of the stride;
+CPUs with neither AVX-512 nor AVX2 (taken as AVX2); more than one thread
 (per-thread scratchpads; 1x1s then run oneDNN), convolutions not measured
 here (bfloat16 and float16 are taken with float32's blocks, 1-D and 3-D
 with 2-D's; float64 as 0), the 1x1 strided backward weights' buffer (a few
@@ -141,6 +155,19 @@ CONV_OPS = ("aten.convolution.default", "aten.convolution_backward.default")
 # oneDNN's f32 vector on AVX-512: 16 floats. Its blocked layouts (aBcd16b for
 # data, ABcd16b16a / Abcde16a for weights) hold channels in blocks of this size.
 SIMD_F32 = 16
+# The CPU kernel families the rules model, by the vector ISA oneDNN and
+# PyTorch dispatch on (torch.backends.cpu.get_cpu_capability()), with the
+# f32 vector width of each: AVX-512's blocks hold 16 channels, AVX2's 8.
+CPU_ISAS = {"avx512": 16, "avx2": 8}
+
+
+def cpu_isa() -> str:
+    """The ISA this machine's eager CPU kernels run ("avx512" or "avx2"),
+    from torch.backends.cpu.get_cpu_capability(); an older or other CPU
+    ("DEFAULT", "ZVECTOR", ...) is taken as "avx2", the narrower model."""
+    import torch
+    cap = torch.backends.cpu.get_cpu_capability()
+    return "avx512" if cap.startswith("AVX512") else "avx2"
 
 
 def _rup(n, b):
@@ -202,9 +229,10 @@ def _stride_w(x, w, y):
     return 1 if ow >= iw - kw + 1 else -(-iw // ow)
 
 
-def _conv_plan(x, w, y, groups):
+def _conv_plan(x, w, y, groups, isa="avx512"):
     """How an eager CPU convolution of input `x`, weights `w`, output `y`
-    runs (PyTorch 2.14, one thread, AVX-512): a dict with
+    runs (PyTorch 2.14, one thread, AVX-512; on AVX2 the blocks hold 8
+    channels, grouped convolutions block by 8 only): a dict with
       "backend": "thnn" (slow_conv2d) or "mkldnn" (ideep -> oneDNN),
       "src", "dst", "wei": bytes of oneDNN's reordered copies (0 when the
           user's plain layout is used as is),
@@ -229,6 +257,7 @@ def _conv_plan(x, w, y, groups):
     for groups > 1, the AVX2 one blocks of 8; otherwise gemm:jit on the plain
     layout, whose scratchpad (gemm_convolution_utils.cpp, nthr 1) holds the
     weight reduction buffers and one image's im2col columns."""
+    simd = CPU_ISAS[isa]
     n, c = x["shape"][0], x["shape"][1]
     o = w["shape"][0]
     ks = 1
@@ -254,13 +283,13 @@ def _conv_plan(x, w, y, groups):
         return plan
     icg, ocg = c // groups, o // groups
     if groups > 1 and groups == c and o == c:
-        cp = _rup(c, SIMD_F32)
+        cp = _rup(c, simd)
         plan.update(src=_chan_bytes(x, cp), dst=_chan_bytes(y, cp), wei=cp * ks * item)
         if not (kw <= 3 and stride_w <= kw):
             plan["bwd_w"] = "gemm"
     elif groups == 1:
-        ip, op_ = _rup(c, SIMD_F32), _rup(o, SIMD_F32)
-        first = c < SIMD_F32
+        ip, op_ = _rup(c, simd), _rup(o, simd)
+        first = c < simd
         plan.update(src=0 if first else _chan_bytes(x, ip), dst=_chan_bytes(y, op_),
                     wei=op_ * (c if first else ip) * ks * item)
         # Backward weights: the AVX-512 direct kernel takes kw <= 14 (wider
@@ -272,7 +301,8 @@ def _conv_plan(x, w, y, groups):
         if kw > 14 and not transposed:
             plan["bwd_w"] = "gemm"
     else:
-        block = next((b for b in (SIMD_F32, 8, 4) if icg % b == 0 and ocg % b == 0), None)
+        blocks = (SIMD_F32, 8, 4) if isa == "avx512" else (8,)
+        block = next((b for b in blocks if icg % b == 0 and ocg % b == 0), None)
         if block is None:
             # No blocked kernel: gemm:jit on the plain layouts throughout
             # (ideep still writes its own output and copies it), one
@@ -285,16 +315,22 @@ def _conv_plan(x, w, y, groups):
     if strided:
         # jit_avx512_core 1x1 with stride: "reduce to unit stride" copies one
         # image's strided input (jit_avx512_common_1x1_convolution.hpp, rtus).
-        plan["fwd_sp"] = _rup(c, SIMD_F32) * sp_out * item + 128
+        plan["fwd_sp"] = _rup(c, simd) * sp_out * item + 128
     if plan["bwd_w"] == "gemm":
         plan["bwd_w_sp"] = 4 * _bytes(w) + icg * ks * sp_out * item + 256
     return plan
 
 
-def _conv_forward(x, w, y, groups):
+def _conv_forward(x, w, y, groups, isa="avx512", bias=False):
     """Scratch of convolution(x, w) -> y: the highest sum of live buffers
-    while the op runs, less the output it returns."""
-    p = _conv_plan(x, w, y, groups)
+    while the op runs, less the output it returns. On AVX2 a bias whose
+    channels are not a multiple of 8 is padded in the scratchpad
+    (key_conv_padded_bias)."""
+    p = _conv_plan(x, w, y, groups, isa)
+    o = w["shape"][0]
+    if isa == "avx2" and bias and groups == 1 and o % 8 and p["backend"] == "mkldnn" \
+            and not p["gemm"]:
+        p["fwd_sp"] += _rup(o, 8) * _item(x) + 128
     cl = _conv_channels_last(x, w)
     # An input not dense in the layout the convolution runs in (a channel
     # slice, a permuted view): made contiguous first (both backends).
@@ -335,7 +371,7 @@ def _conv_cl_forward(x, w, y, groups):
     return copy_w + wei + _brg_batch(ks)
 
 
-def _conv_backward(gy, x, w, outs, groups):
+def _conv_backward(gy, x, w, outs, groups, isa="avx512"):
     """Scratch of convolution_backward(gy, x, w) -> (grad_input?, grad_weight?,
     grad_bias?): ideep's backward data (reorder gy and weights, run into a
     blocked grad_input, reorder into the plain one), then its backward
@@ -343,7 +379,7 @@ def _conv_backward(gy, x, w, outs, groups):
     into the plain one), less the gradients returned."""
     gx = next((_bytes(t) for t in outs if t["shape"] == x["shape"]), 0)
     gw = next((_bytes(t) for t in outs if t["shape"] == w["shape"]), 0)
-    p = _conv_plan(x, w, gy, groups)
+    p = _conv_plan(x, w, gy, groups, isa)
     cl = _conv_channels_last(x, w)
     # Inputs not dense in the layout the convolution runs in (a channel
     # slice, the gradient of a permute): made contiguous first
@@ -356,9 +392,11 @@ def _conv_backward(gy, x, w, outs, groups):
         return copy + _numel(gy) // max(1, gy["shape"][1]) * x["shape"][1] * p["ks"] * _item(x)
     if p["backend"] != "mkldnn":
         return 0
+    gb = next((_bytes(t) for t in outs if len(t["shape"]) == 1), 0)
     if cl:
-        gb = next((_bytes(t) for t in outs if len(t["shape"]) == 1), 0)
         return copy + _conv_cl_backward(gy, x, w, (gx, gw, gb), groups)
+    if isa == "avx2":
+        return copy + _conv_backward_avx2(gy, x, w, (gx, gw, gb), groups, p)
     peak = 0
     if gx and p["fwd_sp"]:
         # 1x1 with stride, backward data: brgconv_strided on channels-last
@@ -390,13 +428,126 @@ def _conv_backward(gy, x, w, outs, groups):
     return max(0, copy + peak - gx - gw)
 
 
-def _brg_strided(gy):
+def _geometry(x, w, y):
+    """Per spatial dimension of a convolution, from its shapes: (input,
+    kernel, output, stride, begin padding, end padding). The stride as
+    _stride_w reads it; the padding taken symmetric (PyTorch's padding=p),
+    the end padding as oneDNN's calculate_end_padding (negative when the
+    last input rows are never read)."""
+    dims = []
+    for i, k, o in zip(x["shape"][2:], w["shape"][2:], y["shape"][2:]):
+        o = max(1, o)
+        s = 1 if o >= i - k + 1 else -(-i // o)
+        span = (o - 1) * s + k - i
+        begin = max(0, -(-span // 2))
+        dims.append((i, k, o, s, begin, span - begin))
+    return dims
+
+
+def _avx2_direct_bwd_w(dims):
+    """jit_avx2_conv_bwd_weights_kernel_f32::init_conf (oneDNN v3.12): the
+    direct backward-weights kernel takes kw < 14, a kernel no taller than
+    the input (kh <= ih, [bwd_w:r2]) and every padding smaller than the
+    kernel; otherwise gemm:jit."""
+    if dims[-1][1] >= 14:
+        return False
+    return all(k <= i and b < k and e < k for i, k, _, _, b, e in dims)
+
+
+def _avx2_dw_bwd_w(dims):
+    """jit_uni_dw_conv_bwd_weights_kernel<avx2>::init_conf: kw <= 3 with
+    stride <= kw, each padding at most half the kernel (a padding over 1 a
+    multiple of the stride), an input at least the kernel plus the top
+    padding's misalignment; otherwise gemm:jit."""
+    _, k, _, s, _, _ = dims[-1]
+    if k > 3 or s > k:
+        return False
+    for _, k, _, s, b, e in dims:
+        e = max(0, e)
+        if b > k // 2 or e > k // 2 or (b > 1 and b % s) or (e > 1 and e % s):
+            return False
+    i, k, _, s, b, _ = dims[0]
+    return i >= k + (-b) % s
+
+
+def _avx2_rtus_bwd_w(c, sp_out, item):
+    """jit_avx2_1x1 backward weights with a stride: the reduce-to-unit-stride
+    buffer (rtus_prepare_space_info: nb_bcast_blocking x is x ic_block):
+    input-channel blocks of 8, their count halved (or divided by 3) while
+    over 9, of the strided output's pixels, plus 128 bytes of alignment."""
+    b = -(-c // 8)
+    while b > 9 and (b % 2 == 0 or b % 3 == 0):
+        b = b // 2 if b % 2 == 0 else b // 3
+    return b * 8 * sp_out * item + 128
+
+
+def _conv_backward_avx2(gy, x, w, grads, groups, p):
+    """Scratch of a plain-layout oneDNN convolution_backward on AVX2 (one
+    thread), less the gradients (gx, gw, gb) it returns. Backward data: a
+    strided convolution with one group runs brgconv_strided on channels-last
+    copies (the gradient, weights Bcda32b: input channels in blocks of 32,
+    a channels-last grad_input, its padded-gradient scratchpad), then
+    grad_input passes through a channels-last and a plain tensor (3 x its
+    bytes); otherwise jit:avx2 on 8-channel blocks as on AVX-512. Backward
+    weights: the direct kernel (_avx2_direct_bwd_w; depthwise
+    _avx2_dw_bwd_w) on the gradient and input reordered again into a
+    blocked grad_weight, with the 1x1 strided kernel's reduce-to-unit-stride
+    buffer (_avx2_rtus_bwd_w), or gemm:jit on the plain layout; ideep keeps
+    its own grad_bias until the returned one is written."""
+    gx, gw, gb = grads
+    c, o = x["shape"][1], w["shape"][0]
+    item, ks = _item(x), p["ks"]
+    dims = _geometry(x, w, gy)
+    depthwise = groups > 1 and groups == c == o
+    peak = 0
+    if gx:
+        if groups == 1 and any(d[3] > 1 for d in dims):
+            ohp = 1
+            for _, k, out, s, b, e in dims:
+                ohp *= out + max(0, k - 1 - b) // s + max(0, k - 1 - e) // s
+            # Weights Bcda<k>b: input channels in blocks of 32 to 8 that
+            # brgconv's cost model picks (64 -> 32, 40 and 20 -> 24, 8 -> 8,
+            # measured), taken as the largest that wastes at most a quarter.
+            block = next(b for b in (32, 24, 16, 8) if 4 * c >= 3 * _rup(c, b))
+            wei = _rup(c, block) * o * ks * item
+            peak = max(_bytes(gy) + wei + gx + _brg_strided(gy, ohp), 3 * gx)
+        elif p["gemm"]:
+            peak = max(gx + p["gemm"], 2 * gx)
+        else:
+            peak = max(p["dst"] + p["wei"] + p["src"], p["src"] + gx)
+            if p["src"] == 0:
+                peak = max(peak, p["dst"] + p["wei"] + gx)
+    if gw or gb:
+        direct = _avx2_dw_bwd_w(dims) if depthwise else \
+            p["bwd_w"] == "blocked" and _avx2_direct_bwd_w(dims)
+        if not direct:
+            sp = p["bwd_w_sp"] or 4 * _bytes(w) + (c // groups) * ks * p["sp_out"] * item + 256
+            wei = _bytes(w)
+            peak = max(peak, gx + wei + sp + gb, gx + wei + 2 * gb + gw)
+        else:
+            gb_blk = gb  # ideep's own grad_bias, unpadded
+            first = groups == 1 and c == 3  # "flat": the input stays plain
+            src = 0 if first else p["src"] or _bytes(x)
+            wei = p["wei"] or _bytes(w)
+            sp = 0
+            if ks == 1 and p["fwd_sp"]:
+                sp += _avx2_rtus_bwd_w(c, p["sp_out"], item)
+            if gb and o % 8:
+                sp += _rup(o, 8) * item + 128  # key_conv_padded_bias
+            peak = max(peak, gx + (p["dst"] or _bytes(gy)) + src + wei + sp + gb_blk,
+                       gx + wei + gb_blk + gb + gw)
+    return max(0, peak - gx - gw - gb)
+
+
+def _brg_strided(gy, padded_pixels=None):
     """brgconv_strided's backward-data scratchpad on one thread
     (jit_brgemm_conv_bwd_utils.cpp, init_scratchpad, each piece booked with
-    a 4 KiB page of alignment): one image's output-sized input buffer
-    rounded to 4096 elements, its 4 KiB mask, the batch-element array."""
+    a 4 KiB page of alignment): one image's gradient, padded to the pixels
+    the kernel overhangs (ohp x owp: `padded_pixels`, the gradient's own
+    pixels by default, as for a 1x1), rounded to 4096 elements, its 4 KiB
+    mask, the batch-element array."""
     n, o = gy["shape"][0], gy["shape"][1]
-    sp_out = _numel(gy) // max(1, n * o)
+    sp_out = _numel(gy) // max(1, n * o) if padded_pixels is None else padded_pixels
     return _rup(sp_out * o, 4096) * _item(gy) + 4096 + 2 * 4096 + _brg_batch(1)
 
 
@@ -475,16 +626,18 @@ def _layer_norm(ins, outs, backward):
     return ws
 
 
-def _cpu(op, tensors, groups):
-    """(bytes, source) of `op` on the CPU; (0, None) when no rule applies."""
+def _cpu(op, tensors, groups, isa="avx512"):
+    """(bytes, source) of `op` on a CPU whose kernels run `isa` (CPU_ISAS);
+    (0, None) when no rule applies."""
     kind = op["type"]
     ins = [tensors[i] for i in op["inputs"]]
     outs = [tensors[o] for o in op["outputs"]]
     if kind == "aten.convolution.default" and len(ins) >= 2 and outs:
-        return (_conv_forward(ins[0], ins[1], outs[0], groups),
+        bias = len(ins) >= 3 and len(ins[2]["shape"]) == 1
+        return (_conv_forward(ins[0], ins[1], outs[0], groups, isa, bias),
                 "rule:onednn-convolution")
     if kind == "aten.convolution_backward.default" and len(ins) >= 3:
-        return (_conv_backward(ins[0], ins[1], ins[2], outs, groups),
+        return (_conv_backward(ins[0], ins[1], ins[2], outs, groups, isa),
                 "rule:onednn-convolution-backward")
     if kind == "aten.native_layer_norm.default" and ins:
         return _layer_norm(ins, outs, backward=False), "rule:layer-norm"
@@ -500,9 +653,11 @@ def _cpu(op, tensors, groups):
     return 0, None
 
 
-def cpu_rule(op: Dict[str, Any], tensors: Dict[str, Dict[str, Any]], groups: int = 1) -> int:
-    """Scratch bytes of `op` on the CPU (0 when no rule applies)."""
-    return _cpu(op, tensors, groups)[0]
+def cpu_rule(op: Dict[str, Any], tensors: Dict[str, Dict[str, Any]], groups: int = 1,
+             isa: Optional[str] = None) -> int:
+    """Scratch bytes of `op` on a CPU whose kernels run `isa` (a key of
+    CPU_ISAS; default: this machine's, cpu_isa()); 0 when no rule applies."""
+    return _cpu(op, tensors, groups, isa or cpu_isa())[0]
 
 
 def gpu_rule(op: Dict[str, Any], tensors: Dict[str, Dict[str, Any]],
@@ -528,14 +683,25 @@ def gpu_rule(op: Dict[str, Any], tensors: Dict[str, Dict[str, Any]],
 
 
 def apply_rules(graph: Dict[str, Any], device: str,
-                overrides: Optional[Mapping[str, int]] = None) -> int:
+                overrides: Optional[Mapping[str, int]] = None,
+                isa: Optional[str] = None) -> int:
     """Sets each op's workspace_bytes and workspace_source by the rules for
-    `device`, replacing any it had, then applies `overrides` ({op id:
-    bytes}, apply_overrides). Returns the number of ops given scratch."""
+    `device` (on "cpu", for kernels of `isa`, a key of CPU_ISAS; default:
+    this machine's, cpu_isa()), replacing any it had, then applies
+    `overrides` ({op id: bytes}, apply_overrides). Returns the number of
+    ops given scratch."""
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
+    if isa is not None and isa not in CPU_ISAS:
+        raise ValueError(f"cpu isa {isa!r}: expected one of {', '.join(CPU_ISAS)}")
     tensors = {t["id"]: t for t in graph["tensors"]}
-    rule = _cpu if device == "cpu" else gpu_rule
+    if device == "cpu":
+        kernels = isa or cpu_isa()
+
+        def rule(op, tensors, groups):
+            return _cpu(op, tensors, groups, kernels)
+    else:
+        rule = gpu_rule
     for op in graph["ops"]:
         op.pop("workspace_bytes", None)
         op.pop("workspace_source", None)
@@ -570,15 +736,20 @@ def apply_overrides(graph: Dict[str, Any], overrides: Mapping[str, int]) -> int:
     return len(overrides)
 
 
-def record_sources(graph: Dict[str, Any], method: str, device: str) -> Dict[str, Any]:
+def record_sources(graph: Dict[str, Any], method: str, device: str,
+                   isa: Optional[str] = None) -> Dict[str, Any]:
     """graph["source"]["workspace"]: how the per-op scratch was obtained
-    ("rules", "measure" or "none"), for which device, and how many ops carry
-    each workspace_source. Returns it."""
+    ("rules", "measure" or "none"), for which device (on "cpu", with the
+    "isa" of the kernels the rules or the measurement were for), and how
+    many ops carry each workspace_source. Returns it."""
     counts: Dict[str, int] = {}
     for op in graph["ops"]:
         s = op.get("workspace_source")
         if s is not None:
             counts[s] = counts.get(s, 0) + 1
-    summary = {"method": method, "device": device, "ops": dict(sorted(counts.items()))}
+    summary = {"method": method, "device": device}
+    if device == "cpu" and method != "none":
+        summary["isa"] = isa or cpu_isa()
+    summary["ops"] = dict(sorted(counts.items()))
     graph.setdefault("source", {})["workspace"] = summary
     return summary
