@@ -166,8 +166,19 @@ def cpu_isa() -> str:
     from torch.backends.cpu.get_cpu_capability(); an older or other CPU
     ("DEFAULT", "ZVECTOR", ...) is taken as "avx2", the narrower model."""
     import torch
-    cap = torch.backends.cpu.get_cpu_capability()
-    return "avx512" if cap.startswith("AVX512") else "avx2"
+    backend = getattr(torch.backends, "cpu", None)
+    if backend is not None:
+        return "avx512" if backend.get_cpu_capability().startswith("AVX512") else "avx2"
+    # torch < 2.0 has no torch.backends.cpu: the CPU's own flags, as ATen's
+    # dispatch reads them (AVX512 needs F, BW, VL and DQ).
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((set(line.split(":", 1)[1].split()) for line in f
+                          if line.startswith("flags")), set())
+    except OSError:
+        pass
+    return "avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags else "avx2"
 
 
 def _rup(n, b):
