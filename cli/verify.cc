@@ -40,8 +40,9 @@ int RunVerify(const VerifyFlags& f) {
   v.sha_matches = warnings.empty();
   SimOptions sim_options;
   sim_options.require_complete = true;
-  sim_options.op_cost =
-      OpCosts(jg.graph, CostModel{.objective = Objective::kFlops});  // report unit: flops
+  CostModel flops;  // the report's unit: flops
+  flops.objective = Objective::kFlops;
+  sim_options.op_cost = OpCosts(jg.graph, flops);
   v.valid = Simulate(jg.graph, plan.program, sim_options, &v.sim, &v.error);
   if (v.valid && plan.budget_bytes > 0) v.within_budget = v.sim.peak_bytes <= plan.budget_bytes;
 

@@ -179,7 +179,9 @@ TEST_CASE("cost: every example op has a finite, non-negative, deterministic cost
     int memory_bound = 0;
     for (Objective obj : {Objective::kTime, Objective::kFlops}) {
       for (const DevicePreset& d : kDevicePresets) {
-        CostModel m{.objective = obj, .device = d};
+        CostModel m;
+        m.objective = obj;
+        m.device = d;
         std::vector<double> costs = OpCosts(a.graph, m);
         REQUIRE(costs.size() == a.graph.ops.size());
         CHECK(costs == OpCosts(b.graph, m));

@@ -237,7 +237,9 @@ TEST_CASE("pipeline: through MakeRankStep, world size = stages") {
   Graph g = testing::MustLower(kThree);
   RankStats stats;
   std::string err;
-  ParallelOptions o{.strategy = Strategy::kPipeline, .world_size = 4};
+  ParallelOptions o;
+  o.strategy = Strategy::kPipeline;
+  o.world_size = 4;
   o.pipeline = TwoStages(PipelineSchedule::k1F1B, -1);
   CHECK_FALSE(MakeRankStep(o, &g, &stats, &err));
   CHECK(err == "--world-size 4: --parallel pipeline runs one stage per rank, and --pp-stages is 2");

@@ -52,7 +52,9 @@ TEST_CASE("parallel: the single-device step, by hand") {
 
 TEST_CASE("parallel: ddp adds its gradient buckets for the whole step") {
   RankStats stats;
-  ParallelOptions options{.strategy = Strategy::kDdp, .world_size = 4};
+  ParallelOptions options;
+  options.strategy = Strategy::kDdp;
+  options.world_size = 4;
   Graph g = Rank(options, &stats);
   // Reverse order w2, w1, w0: 3 KiB never reaches the first bucket's 1 MiB.
   CHECK(stats.buckets == 1);

@@ -114,6 +114,17 @@ class Search {
     return p.batch == b && (p.planned || !with_plan || p.baseline_fits);
   }
 
+  // Batch b's point when it answers for the kind without more work; else
+  // nullptr, with what is known of it (if anything) copied to *partial.
+  BatchPoint* Known(int64_t b, bool with_plan, BatchPoint* partial = nullptr) {
+    std::lock_guard<std::mutex> lock(points_mutex_);
+    auto it = points_.find(b);
+    if (it == points_.end()) return nullptr;
+    if (Complete(it->second, b, with_plan)) return &it->second;
+    if (partial != nullptr) *partial = it->second;
+    return nullptr;
+  }
+
   // Evaluates batch b (memoized); with_plan also runs the planner when the
   // baseline does not fit. Thread-safe for distinct b: the points are
   // guarded, and a point's fields are written only by the call that makes it.
@@ -123,16 +134,9 @@ class Search {
   bool Eval(int64_t b, bool with_plan, const PlannerOptions& planner, BatchPoint** out,
             std::string* err) {
     BatchPoint p;
-    {
-      std::lock_guard<std::mutex> lock(points_mutex_);
-      auto it = points_.find(b);
-      if (it != points_.end()) {
-        if (Complete(it->second, b, with_plan)) {
-          *out = &it->second;
-          return true;
-        }
-        p = it->second;
-      }
+    if (BatchPoint* known = Known(b, with_plan, &p)) {
+      *out = known;
+      return true;
     }
     if (!Compute(b, with_plan, planner, &p, err)) return false;
     std::lock_guard<std::mutex> lock(points_mutex_);
@@ -187,11 +191,7 @@ class Search {
   // must be waited for. The second thread reports no progress.
   std::future<bool> Speculate(int64_t b, bool with_plan, BatchPoint** out, std::string* err) {
     if (o_.probe_threads < 2 || b < 1 || b > o_.global_batch) return {};
-    {
-      std::lock_guard<std::mutex> lock(points_mutex_);
-      auto it = points_.find(b);
-      if (it != points_.end() && Complete(it->second, b, with_plan)) return {};
-    }
+    if (Known(b, with_plan)) return {};
     return std::async(std::launch::async, [this, b, with_plan, out, err] {
       PlannerOptions quiet = o_.planner;
       quiet.progress = nullptr;

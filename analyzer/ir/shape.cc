@@ -1,11 +1,10 @@
 #include "analyzer/ir/shape.h"
 
 #include <algorithm>
-#include <array>
 #include <functional>
-#include <mutex>
 #include <string_view>
-#include <unordered_set>
+
+#include "analyzer/base/intern_pool.h"
 
 namespace memplan {
 namespace {
@@ -35,35 +34,13 @@ struct DimsEqual {
   bool operator()(const std::vector<Dim>& a, std::span<const Dim> b) const { return Same(a, b); }
 };
 
-struct Pool {
-  std::mutex mutex;
-  // Node-based: an element's address never changes.
-  std::unordered_set<std::vector<Dim>, DimsHash, DimsEqual> shapes;
-};
-
-Pool& ThePool() {
-  static Pool* pool = new Pool();  // never destroyed: handles outlive static destructors
-  return *pool;
-}
-
-const std::vector<Dim>* FindOrAdd(std::span<const Dim> dims) {
-  Pool& pool = ThePool();
-  std::lock_guard<std::mutex> lock(pool.mutex);
-  auto it = pool.shapes.find(dims);
-  if (it == pool.shapes.end()) it = pool.shapes.emplace(dims.begin(), dims.end()).first;
-  return &*it;
-}
+// 1024 recent shapes per thread.
+using ShapePool = InternPool<std::vector<Dim>, DimsHash, DimsEqual, 1024>;
 
 }  // namespace
 
 Shape::Shape(std::span<const Dim> dims) {
-  if (dims.empty()) return;
-  // A per-thread cache of recent shapes spares the lock and the pool's lookup.
-  constexpr size_t kCacheSlots = 1024;
-  thread_local std::array<const std::vector<Dim>*, kCacheSlots> cache{};
-  const std::vector<Dim>*& slot = cache[DimsHash{}(dims) % kCacheSlots];
-  if (slot == nullptr || !DimsEqual::Same(*slot, dims)) slot = FindOrAdd(dims);
-  dims_ = slot;
+  if (!dims.empty()) dims_ = ShapePool::Intern(dims);
 }
 
 }  // namespace memplan
