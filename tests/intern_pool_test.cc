@@ -11,13 +11,8 @@
 namespace memplan {
 namespace {
 
-struct ViewHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
 // Two cache slots: most lookups below miss the cache and go to the pool.
-using TinyPool = InternPool<std::string, ViewHash, std::equal_to<>, 2>;
+using TinyPool = InternPool<std::string, TextHash, std::equal_to<>, 2>;
 
 TEST_CASE("intern_pool: equal keys give one address, different keys different ones") {
   const std::string built = std::string("layer") + ".0";

@@ -17,10 +17,18 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <mutex>
+#include <string_view>
 #include <unordered_set>
 
 namespace memplan {
+
+// The transparent hash of a pool of texts, looked up by std::string_view.
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
 
 template <typename Value, typename Hash, typename Equal, size_t kCacheSlots>
 class InternPool {

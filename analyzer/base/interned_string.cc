@@ -7,11 +7,6 @@
 namespace memplan {
 namespace {
 
-struct TextHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-
 // 256 recent texts per thread: an importer interns the same few op types and
 // scopes over and over.
 using TextPool = InternPool<std::string, TextHash, std::equal_to<>, 256>;

@@ -11,6 +11,7 @@ from ._graph import dumps
 from ._measure import measure
 from ._prepare import DTYPES, cast_inputs, prepare_model
 from ._spec import example_inputs, load_model, make_target
+from ._workspace import CPU_ISAS
 
 
 def _shape(text):
@@ -85,7 +86,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="per-op scratch measured by replaying the step on this CPU "
                          "(--device cpu only) instead of the scratch rules "
                          "(memplan/torch/_workspace.py)")
-    ex.add_argument("--cpu-isa", choices=("avx512", "avx2"),
+    ex.add_argument("--cpu-isa", choices=tuple(CPU_ISAS),
                     help="the CPU whose oneDNN kernels the scratch rules model (default: "
                          "this machine's, torch.backends.cpu.get_cpu_capability()); the "
                          "graph's source.workspace.isa names it")
@@ -135,10 +136,7 @@ def _run_command(args):
               "autocast": args.autocast, "hold_outputs": args.hold_outputs,
               "compile": args.compile}
         if args.cpu_isa:
-            if args.measure_workspace:
-                raise ValueError("--cpu-isa chooses the scratch rules' kernels; "
-                                 "--measure-workspace measures this CPU's")
-            kw["cpu_isa"] = args.cpu_isa
+            kw["cpu_isa"] = args.cpu_isa  # export() refuses it with --measure-workspace
         if args.compile and args.partition != "default":
             raise ValueError("--partition with --compile: the compiled step uses its "
                              "backend's partitioner")

@@ -84,6 +84,10 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
         raise ValueError(f"workspace {workspace!r}: rules, measure or none")
     if style not in ("joint", "forward"):
         raise ValueError(f"style {style!r}: joint or forward")
+    workspace_rules.check_isa(cpu_isa)
+    if cpu_isa is not None and workspace != "rules":
+        raise ValueError(f"cpu_isa={cpu_isa!r} chooses the scratch rules' kernels: it needs "
+                         f"workspace='rules', not {workspace!r}")
     if autocast is not None:
         from ._prepare import dtype_of
         dtype_of(autocast, "autocast")
@@ -132,9 +136,6 @@ def export(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor]
     elif workspace_overrides:
         workspace_rules.apply_overrides(graph, workspace_overrides)
     stats["workspace"] = workspace
-    if cpu_isa is not None and workspace != "rules":
-        raise ValueError(f"cpu_isa={cpu_isa!r} chooses the scratch rules' kernels: it needs "
-                         f"workspace='rules', not {workspace!r}")
     workspace_rules.record_sources(graph, workspace, target_device, cpu_isa)
     errs = validate(graph)
     if errs:

@@ -138,6 +138,7 @@ on GPUs, cuDNN's convolution scratch (none:cudnn-conv), channels-last and
 transposed depthwise convolutions (taken as rule:cuda-depthwise), and more
 than one stream or thread (one cuBLAS workspace each).
 """
+import functools
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ._graph import nbytes as _bytes
@@ -161,6 +162,7 @@ SIMD_F32 = 16
 CPU_ISAS = {"avx512": 16, "avx2": 8}
 
 
+@functools.cache
 def cpu_isa() -> str:
     """The ISA this machine's eager CPU kernels run ("avx512" or "avx2"),
     from torch.backends.cpu.get_cpu_capability(); an older or other CPU
@@ -179,6 +181,12 @@ def cpu_isa() -> str:
     except OSError:
         pass
     return "avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags else "avx2"
+
+
+def check_isa(isa: Optional[str]) -> None:
+    """ValueError unless `isa` is None (this machine's) or a key of CPU_ISAS."""
+    if isa is not None and isa not in CPU_ISAS:
+        raise ValueError(f"cpu isa {isa!r}: expected one of {', '.join(CPU_ISAS)}")
 
 
 def _rup(n, b):
@@ -230,14 +238,29 @@ def _brg_batch(ks):
     return -(-_rup(40 * ks, 4096) // 40) * 40 + 4096
 
 
+def _geometry(x, w, y):
+    """Per spatial dimension of a convolution, from its shapes: (input,
+    kernel, output, stride, begin padding, end padding). The stride: 1 when
+    the output is at least as wide as an unpadded stride-1 one, else the
+    ratio of the sizes rounded up (a padded small image can read as
+    either); the padding taken symmetric (PyTorch's padding=p),
+    the end padding as oneDNN's calculate_end_padding (negative when the
+    last input rows are never read)."""
+    dims = []
+    for i, k, o in zip(x["shape"][2:], w["shape"][2:], y["shape"][2:]):
+        o = max(1, o)
+        s = 1 if o >= i - k + 1 else -(-i // o)
+        span = (o - 1) * s + k - i
+        begin = max(0, -(-span // 2))
+        dims.append((i, k, o, s, begin, span - begin))
+    return dims
+
+
 def _stride_w(x, w, y):
-    """The convolution's stride along the width, from the shapes: 1 when the
-    output is at least as wide as an unpadded stride-1 one, else the ratio of
-    the widths rounded up (a padded small image can read as either)."""
-    if len(x["shape"]) < 3:
-        return 1
-    iw, kw, ow = x["shape"][-1], w["shape"][-1], max(1, y["shape"][-1])
-    return 1 if ow >= iw - kw + 1 else -(-iw // ow)
+    """The convolution's stride along the width, from the shapes (_geometry);
+    1 for a tensor without spatial dimensions."""
+    dims = _geometry(x, w, y)
+    return dims[-1][3] if dims else 1
 
 
 def _conv_plan(x, w, y, groups, isa="avx512"):
@@ -328,8 +351,15 @@ def _conv_plan(x, w, y, groups, isa="avx512"):
         # image's strided input (jit_avx512_common_1x1_convolution.hpp, rtus).
         plan["fwd_sp"] = _rup(c, simd) * sp_out * item + 128
     if plan["bwd_w"] == "gemm":
-        plan["bwd_w_sp"] = 4 * _bytes(w) + icg * ks * sp_out * item + 256
+        plan["bwd_w_sp"] = _gemm_bwd_w_scratchpad(w, icg, ks, sp_out, item)
     return plan
+
+
+def _gemm_bwd_w_scratchpad(w, icg, ks, sp_out, item):
+    """gemm:jit backward weights' scratchpad on the plain layout
+    (gemm_convolution_utils.cpp, nthr 1): the weight reduction buffers and
+    one image's im2col columns."""
+    return 4 * _bytes(w) + icg * ks * sp_out * item + 256
 
 
 def _conv_forward(x, w, y, groups, isa="avx512", bias=False):
@@ -439,22 +469,6 @@ def _conv_backward(gy, x, w, outs, groups, isa="avx512"):
     return max(0, copy + peak - gx - gw)
 
 
-def _geometry(x, w, y):
-    """Per spatial dimension of a convolution, from its shapes: (input,
-    kernel, output, stride, begin padding, end padding). The stride as
-    _stride_w reads it; the padding taken symmetric (PyTorch's padding=p),
-    the end padding as oneDNN's calculate_end_padding (negative when the
-    last input rows are never read)."""
-    dims = []
-    for i, k, o in zip(x["shape"][2:], w["shape"][2:], y["shape"][2:]):
-        o = max(1, o)
-        s = 1 if o >= i - k + 1 else -(-i // o)
-        span = (o - 1) * s + k - i
-        begin = max(0, -(-span // 2))
-        dims.append((i, k, o, s, begin, span - begin))
-    return dims
-
-
 def _avx2_direct_bwd_w(dims):
     """jit_avx2_conv_bwd_weights_kernel_f32::init_conf (oneDNN v3.12): the
     direct backward-weights kernel takes kw < 14, a kernel no taller than
@@ -532,11 +546,10 @@ def _conv_backward_avx2(gy, x, w, grads, groups, p):
         direct = _avx2_dw_bwd_w(dims) if depthwise else \
             p["bwd_w"] == "blocked" and _avx2_direct_bwd_w(dims)
         if not direct:
-            sp = p["bwd_w_sp"] or 4 * _bytes(w) + (c // groups) * ks * p["sp_out"] * item + 256
+            sp = _gemm_bwd_w_scratchpad(w, c // groups, ks, p["sp_out"], item)
             wei = _bytes(w)
             peak = max(peak, gx + wei + sp + gb, gx + wei + 2 * gb + gw)
         else:
-            gb_blk = gb  # ideep's own grad_bias, unpadded
             first = groups == 1 and c == 3  # "flat": the input stays plain
             src = 0 if first else p["src"] or _bytes(x)
             wei = p["wei"] or _bytes(w)
@@ -545,8 +558,9 @@ def _conv_backward_avx2(gy, x, w, grads, groups, p):
                 sp += _avx2_rtus_bwd_w(c, p["sp_out"], item)
             if gb and o % 8:
                 sp += _rup(o, 8) * item + 128  # key_conv_padded_bias
-            peak = max(peak, gx + (p["dst"] or _bytes(gy)) + src + wei + sp + gb_blk,
-                       gx + wei + gb_blk + gb + gw)
+            # ideep's own grad_bias (unpadded) beside the returned one.
+            peak = max(peak, gx + (p["dst"] or _bytes(gy)) + src + wei + sp + gb,
+                       gx + wei + 2 * gb + gw)
     return max(0, peak - gx - gw - gb)
 
 
@@ -703,8 +717,7 @@ def apply_rules(graph: Dict[str, Any], device: str,
     ops given scratch."""
     if device not in DEVICES:
         raise ValueError(f"device {device!r}: expected one of {', '.join(DEVICES)}")
-    if isa is not None and isa not in CPU_ISAS:
-        raise ValueError(f"cpu isa {isa!r}: expected one of {', '.join(CPU_ISAS)}")
+    check_isa(isa)
     tensors = {t["id"]: t for t in graph["tensors"]}
     if device == "cpu":
         kernels = isa or cpu_isa()
