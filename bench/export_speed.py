@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""The Llama-2 meta exports' wall time (issue 34, target 4): the symbolic
-export's five traces one after another (MEMPLAN_EXPORT_JOBS=1, how export ran
-before) against the default (one forked process per CPU on the meta device),
-in one run, and whether the two files are byte-identical.
+"""The Llama-2 meta exports' wall time (issue 34, target 4), three ways in
+one run: every layer traced at the symbolic export's five sizes one after
+another (--fold-layers never, MEMPLAN_EXPORT_JOBS=1: how export first ran);
+every layer, one forked process per CPU (--fold-layers never: the default
+before layer folding); and the default (the decoder stack traced at 3, 4 and
+5 layers and folded, memplan.torch._fold, in parallel). All three files must
+be byte-identical.
 
     bench/export_speed.py [--models 7b,70b] [--python .venv/bin/python]
 
@@ -23,13 +26,19 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama_scale  # noqa: E402
+import provenance  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "bench", "results")
 TARGETS_S = {"7b": 30, "70b": 60}  # issue 34
 
 
-def timed_export(python, spec, out, jobs):
+NEVER = ["--fold-layers", "never"]
+WAYS = {"sequential": (1, NEVER), "parallel": (None, NEVER),
+        "folded": (None, [])}  # (MEMPLAN_EXPORT_JOBS, extra arguments)
+
+
+def timed_export(python, spec, out, jobs, extra=()):
     """{wall_s, max_rss_mib, rc} of one export; jobs None: the default."""
     env = {**os.environ, "PYTHONPATH": os.path.join(REPO, "python")}
     env.pop("MEMPLAN_EXPORT_JOBS", None)
@@ -38,7 +47,7 @@ def timed_export(python, spec, out, jobs):
     with tempfile.NamedTemporaryFile("r", suffix=".time") as t:
         p = subprocess.run(["/usr/bin/time", "-f", "%e %M", "-o", t.name, python, "-m",
                             "memplan", "export", spec, "--batch", "1", "--device", "meta", "-q",
-                            "-o", out], env=env, capture_output=True, text=True)
+                            "-o", out, *extra], env=env, capture_output=True, text=True)
         wall, rss = t.read().split()[-2:]
     return {"wall_s": float(wall), "max_rss_mib": round(int(rss) / 1024, 1), "rc": p.returncode,
             "stderr": p.stderr[-400:]}
@@ -54,16 +63,17 @@ def markdown(doc):
 
 def table_lines(doc):
     """The table docs/benchmarks.md shows (scripts/docs_tables.py)."""
-    out = ["| model | ops | one after another s | parallel s (jobs) | speed-up | target s | "
-           "met | max RSS MiB (one process) | same file |",
-           "|---|---:|---:|---:|---:|---:|:---:|---:|:---:|"]
+    out = ["| model | ops | every layer, one after another s | every layer, parallel s | "
+           "folded s | speed-up over parallel | target s | met | max RSS MiB (one process) | "
+           "same file |",
+           "|---|---:|---:|---:|---:|---:|---:|:---:|---:|:---:|"]
     for r in doc["rows"]:
-        seq, par = r["sequential"], r["parallel"]
+        seq, par, fold = r["sequential"], r["parallel"], r["folded"]
+        rss = max(x["max_rss_mib"] for x in (seq, par, fold))
         out.append(f"| {r['label']} | {r['ops']} | {seq['wall_s']:.1f} | {par['wall_s']:.1f} "
-                   f"({doc['cores']}) | {seq['wall_s'] / par['wall_s']:.2f}x | {r['target_s']} | "
-                   f"{'yes' if par['wall_s'] < r['target_s'] else 'no'} | "
-                   f"{max(seq['max_rss_mib'], par['max_rss_mib']):.0f} | "
-                   f"{'yes' if r['identical'] else 'NO'} |")
+                   f"| {fold['wall_s']:.1f} | {par['wall_s'] / fold['wall_s']:.2f}x | "
+                   f"{r['target_s']} | {'yes' if fold['wall_s'] < r['target_s'] else 'no'} | "
+                   f"{rss:.0f} | {'yes' if r['identical'] else 'NO'} |")
     return out
 
 
@@ -76,24 +86,24 @@ def main():
     a = ap.parse_args()
     doc = {"format": "memplan.bench.export_speed/1",
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "cores": os.cpu_count(), "machine": platform.platform(), "commit": llama_scale.commit(),
+           "cores": os.cpu_count(), "machine": platform.platform(), "commit": provenance.commit(),
            "rows": []}
     with tempfile.TemporaryDirectory() as tmp:
         for key in a.models.split(","):
             m = llama_scale.MODELS[key]
             spec = llama_scale.spec_of(m)
-            files = {k: os.path.join(tmp, f"{key}.{k}.json") for k in ("sequential", "parallel")}
+            files = {k: os.path.join(tmp, f"{key}.{k}.json") for k in WAYS}
             row = {"model": key, "label": m["label"], "spec": spec, "target_s": TARGETS_S[key]}
-            row["sequential"] = timed_export(a.python, spec, files["sequential"], 1)
-            row["parallel"] = timed_export(a.python, spec, files["parallel"], None)
+            for k, (jobs, extra) in WAYS.items():
+                row[k] = timed_export(a.python, spec, files[k], jobs, extra)
             for k in files:
                 if row[k]["rc"] != 0:
                     sys.exit(f"{key} {k}: exit {row[k]['rc']}: {row[k]['stderr']}")
             text = {k: open(f).read() for k, f in files.items()}
-            row["identical"] = text["sequential"] == text["parallel"]
-            row["ops"] = len(json.loads(text["parallel"])["ops"])
-            print(f"{m['label']}: {row['sequential']['wall_s']} s -> {row['parallel']['wall_s']} s,"
-                  f" identical {row['identical']}", flush=True)
+            row["identical"] = len(set(text.values())) == 1
+            row["ops"] = len(json.loads(text["folded"])["ops"])
+            print(f"{m['label']}: " + " -> ".join(f"{row[k]['wall_s']} s" for k in WAYS)
+                  + f", identical {row['identical']}", flush=True)
             doc["rows"].append(row)
     with open(a.json, "w") as f:
         json.dump(doc, f, indent=1)

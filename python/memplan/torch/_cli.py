@@ -6,7 +6,7 @@ from typing import List, Optional
 
 from .. import symbolic
 from ._common import PROGRESS, default_partition, min_cut_rematerialization_partition
-from ._export import export, export_symbolic, parallel_jobs
+from ._export import FOLD_MODES, export, export_symbolic, parallel_jobs
 from ._graph import dumps
 from ._measure import measure
 from ._prepare import DTYPES, cast_inputs, prepare_model
@@ -90,6 +90,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="the CPU whose oneDNN kernels the scratch rules model (default: "
                          "this machine's, torch.backends.cpu.get_cpu_capability()); the "
                          "graph's source.workspace.isa names it")
+    ex.add_argument("--fold-layers", choices=FOLD_MODES, default="auto",
+                    help="auto: a transformers model's stack of alike layers is traced at 3, "
+                         "4 and 5 layers and the rest extrapolated, checked (the same graph "
+                         "as tracing them all); always: any model's stack; never: trace "
+                         "every layer")
     ex.add_argument("--measure-times", action="store_true",
                     help="each op's time_us measured by replaying the step's graphs on this "
                          "CPU, one thread (--device cpu --static only): memplan plans with "
@@ -157,7 +162,8 @@ def _run_command(args):
                 graph, stats = export_symbolic(model, args.batch, args.input_shape, seq=args.seq,
                                                name=name, style=args.style, partition_fn=pf,
                                                input_dtype=args.dtype,
-                                               jobs=parallel_jobs(model, kw), **kw)
+                                               jobs=parallel_jobs(model, kw),
+                                               fold_layers=args.fold_layers, **kw)
             except (symbolic.SymbolicError, ValueError) as e:
                 print(f"memplan export: {args.model}: {e} (export --static writes integer "
                       "shapes)", file=sys.stderr)

@@ -13,6 +13,7 @@ import torch.nn as nn
 
 from .. import symbolic
 from . import _compile as compiled_step
+from . import _fold as fold
 from . import _workspace as workspace_rules
 from ._capture import capture
 from ._common import (
@@ -193,10 +194,13 @@ def _each_point(fn: Callable[[int], Any], count: int, jobs: int) -> List[Any]:
         _FORKED = None
 
 
+FOLD_MODES = ("auto", "always", "never")
+
+
 def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence[int]] = None,
                     seq: Optional[int] = None, name: str = "model",
                     input_dtype: Optional[str] = None, jobs: int = 1,
-                    **kw: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+                    fold_layers: str = "auto", **kw: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """export() with the sizes as symbols: `batch` always, `seq` when the
     model's example_input takes one (default: the model's own length). The
     step is exported at 2^N + 1 sizes around (batch, seq) and every number
@@ -205,6 +209,11 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
     input_dtype: float inputs cast to it (a bfloat16 model's inputs).
     jobs: processes the sizes are traced in (forked; parallel_jobs is the
     CLI's choice); the graph is the same for any number.
+    fold_layers: "auto" (a transformers model's stack of alike layers, its
+    decoder layers, is traced at 3, 4 and 5 layers and the rest
+    extrapolated: memplan.torch._fold, checked, the same graph as tracing
+    them all, or they all are), "always" (any model's stack: see _fold for
+    what the check cannot see) or "never"; not with measured times or scratch.
     Returns (graph, stats); raises symbolic.SymbolicError when some size
     cannot be expressed. A workspace or flop count that cannot be is frozen
     or dropped and named in source.warnings (memplan.symbolic), which memplan
@@ -222,18 +231,41 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
         if seq < 3:
             raise ValueError(f"{name}: seq {seq}: symbolic export needs seq >= 3")
     points = symbolic.export_points(tuple(base), tuple(step))
+    if fold_layers not in FOLD_MODES:
+        raise ValueError(f"fold_layers={fold_layers!r}: expected one of {', '.join(FOLD_MODES)}")
+    folding = (fold_layers != "never" and not kw.get("times")
+               and kw.get("workspace") != "measure")
+    at_base = points.index(tuple(base))
 
-    def export_point(k):
+    def export_point(k, fold_it=folding):
         sizes = dict(zip(names, points[k]))
         PROGRESS.prefix = (f"export {k + 1}/{len(points)} ("
                            + ", ".join(f"{n}={v}" for n, v in sizes.items()) + "): ")
         inputs = cast_inputs(example_inputs(model, sizes["batch"], input_shape,
                                             seq=sizes.get("seq")), input_dtype)
         target = make_target(model, inputs)
-        return export(model, inputs, target, name=name, with_stats=True, **kw)
+
+        def trace():
+            return list(export(model, inputs, target, name=name, with_stats=True, **kw))
+
+        if not fold_it:
+            return trace()
+        # The fold is checked at the base sizes; the other sizes rely on it.
+        (graph, stats), how = fold.fold_trace(model, trace, check=k == at_base,
+                                              any_model=fold_layers == "always")
+        return graph, {**stats, "fold_layers": how}
+
+    def folded(result):
+        return result[1].get("fold_layers", {}).get("folded", False)
 
     try:
-        exported = dict(zip(points, _each_point(export_point, len(points), jobs)))
+        results = _each_point(export_point, len(points), jobs)
+        if folding and not folded(results[at_base]):
+            redo = [k for k, r in enumerate(results) if folded(r)]
+            again = _each_point(lambda i: export_point(redo[i], False), len(redo), jobs)
+            for k, r in zip(redo, again):
+                results[k] = r
+        exported = dict(zip(points, results))
         graph, sym_stats = symbolic.make_symbolic(lambda point: exported[point][0], names,
                                                   tuple(base), tuple(step))
     finally:
