@@ -210,9 +210,9 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
     jobs: processes the sizes are traced in (forked; parallel_jobs is the
     CLI's choice); the graph is the same for any number.
     fold_layers: "auto" (a transformers model's stack of alike layers, its
-    decoder layers, is traced at 3, 4 and 5 layers and the rest
-    extrapolated: memplan.torch._fold, checked, the same graph as tracing
-    them all, or they all are), "always" (any model's stack: see _fold for
+    decoder layers, is traced at 3, 4 and 5 layers at the base sizes and 4
+    at the others, and the rest extrapolated: memplan.torch._fold, checked,
+    the same graph as tracing them all, or they all are), "always" (any model's stack: see _fold for
     what the check cannot see) or "never"; not with measured times or scratch.
     Returns (graph, stats); raises symbolic.SymbolicError when some size
     cannot be expressed. A workspace or flop count that cannot be is frozen
@@ -235,42 +235,34 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
         raise ValueError(f"fold_layers={fold_layers!r}: expected one of {', '.join(FOLD_MODES)}")
     folding = (fold_layers != "never" and not kw.get("times")
                and kw.get("workspace") != "measure")
-    at_base = points.index(tuple(base))
 
-    def export_point(k, fold_it=folding):
+    def export_point(k):
         sizes = dict(zip(names, points[k]))
         PROGRESS.prefix = (f"export {k + 1}/{len(points)} ("
                            + ", ".join(f"{n}={v}" for n, v in sizes.items()) + "): ")
         inputs = cast_inputs(example_inputs(model, sizes["batch"], input_shape,
                                             seq=sizes.get("seq")), input_dtype)
         target = make_target(model, inputs)
+        return list(export(model, inputs, target, name=name, with_stats=True, **kw))
 
-        def trace():
-            return list(export(model, inputs, target, name=name, with_stats=True, **kw))
-
-        if not fold_it:
-            return trace()
-        # The fold is checked at the base sizes; the other sizes rely on it.
-        (graph, stats), how = fold.fold_trace(model, trace, check=k == at_base,
-                                              any_model=fold_layers == "always")
-        return graph, {**stats, "fold_layers": how}
-
-    def folded(result):
-        return result[1].get("fold_layers", {}).get("folded", False)
+    def run(fn, count):
+        return _each_point(fn, count, jobs)
 
     try:
-        results = _each_point(export_point, len(points), jobs)
-        if folding and not folded(results[at_base]):
-            redo = [k for k, r in enumerate(results) if folded(r)]
-            again = _each_point(lambda i: export_point(redo[i], False), len(redo), jobs)
-            for k, r in zip(redo, again):
-                results[k] = r
+        if folding:
+            results, how = fold.fold_points(model, export_point, len(points),
+                                            points.index(tuple(base)), run,
+                                            any_model=fold_layers == "always")
+        else:
+            results = run(export_point, len(points))
+            how = {"folded": False, "why": f"fold_layers={fold_layers}" if fold_layers == "never"
+                   else "measured times or scratch"}
         exported = dict(zip(points, results))
         graph, sym_stats = symbolic.make_symbolic(lambda point: exported[point][0], names,
                                                   tuple(base), tuple(step))
     finally:
         PROGRESS.prefix = ""
-    stats_at_base = exported[tuple(base)][1]
+    stats_at_base = {**exported[tuple(base)][1], "fold_layers": how}
     graph["symbols"]["batch"] = batch
     for w in graph.get("source", {}).get("warnings", []):
         w["exported_at"]["batch"] = batch  # the sizes the graph states

@@ -15,7 +15,10 @@ the graph of the whole stack is extrapolated from them:
 
 The extrapolation is checked before it is used: K and K + 1 must predict the
 trace at K + 2 exactly (every byte of the graph and of the export's stats),
-or the whole stack is traced. Folding is tried only where the stack is one
+or the whole stack is traced. A symbolic export's other sizes are traced at
+K + 1 layers only: their integers move as the checked size's do.
+
+Folding is tried only where the stack is one
 nn.ModuleList of a transformers model whose layers are alike (same modules,
 attributes other than their index, parameter shapes and dtypes; per-layer
 config lists uniform), so a model whose layers differ (sliding-window every
@@ -23,9 +26,10 @@ sixth layer, dense-then-MoE) is traced whole; other models' stacks when the
 caller asks (fold_layers=True: a layer that computes by its own index, not
 its attributes, escapes every check but the one at K + 2).
 
-Cost: three traces of K to K + 2 layers instead of one of L, and linear
-work in the graph's size. Falls short where a step's numbers are not affine
-in the layer count (none seen so far); the check at K + 2 then refuses it.
+Cost: three traces of K to K + 2 layers at one size and one of K + 1 at
+each other size, instead of L at each; and linear work in the graph's size.
+Falls short where a step's numbers are not affine in the layer count (none
+seen so far); the check at K + 2 then refuses it.
 """
 import contextlib
 import difflib
@@ -37,9 +41,9 @@ import torch.nn as nn
 
 FOLD_FROM = 3  # K: the smallest stack traced
 # Stacks shorter than this are traced whole: a trace costs about one layer's
-# time plus three (tiny Llama on 2 cores), so three traces of 3-5 layers
-# (12 layers' time at the size the fold is checked, 7 at the other four)
-# save time from about 11 layers on.
+# time plus three (tiny Llama on 2 cores); a symbolic export's five sizes
+# then cost 3 + 4 + 5 + 4 x 4 = 28 layers and 7 traces instead of 5 x L
+# layers and 5 traces: less from about 10 layers on.
 MIN_STACK = 12
 INDEX_ATTRS = frozenset({"layer_idx", "layer_id", "layer_index", "layer_number", "idx"})
 _DIGITS = re.compile(r"\d+")
@@ -146,13 +150,13 @@ def _masked(value: Any) -> str:
     return _DIGITS.sub("#", json.dumps(value))
 
 
-def _affine(a: str, b: str, steps: int, where: str) -> str:
+def _affine(a: str, b: str, c: str, steps: int, where: str) -> str:
+    """c's integer moved by (b - a) * steps."""
     if a == b:
-        return a
-    va, vb = int(a), int(b)
-    if (len(a) > 1 and a[0] == "0") or (len(b) > 1 and b[0] == "0"):
+        return c
+    if any(len(x) > 1 and x[0] == "0" for x in (a, b, c)):
         raise FoldError(f"{where}: {a!r} -> {b!r} is not a plain integer")
-    v = vb + (vb - va) * steps
+    v = int(c) + (int(b) - int(a)) * steps
     if v < 0:
         raise FoldError(f"{where}: {a} -> {b} extrapolates below zero")
     return str(v)
@@ -165,71 +169,98 @@ def _join(parts: List[str], ints: List[str]) -> str:
     return "".join(out)
 
 
-def _fold_text(a: str, b: str, steps: int, where: str) -> str:
+def _fold_text(a: str, b: str, c: str, steps: int, where: str) -> str:
     pa, ia = _split(a)
     pb, ib = _split(b)
+    pc, ic = _split(c)
     if pa != pb:
         raise FoldError(f"{where}: {a!r} and {b!r} differ beyond their integers")
-    return _join(pb, [_affine(x, y, steps, where) for x, y in zip(ia, ib)])
+    if pc != pb:
+        raise FoldError(f"{where}: {b!r} and {c!r} (other sizes) differ beyond their integers")
+    return _join(pc, [_affine(x, y, z, steps, where) for x, y, z in zip(ia, ib, ic)])
 
 
-def _fold_value(a: Any, b: Any, steps: int, where: str) -> Any:
-    """The value at K + 1 + steps from its values at K (a) and K + 1 (b)."""
-    if type(a) is not type(b):
+def _fold_value(a: Any, b: Any, c: Any, steps: int, where: str) -> Any:
+    """The value at K + 1 + steps from its values at K (a) and K + 1 (b)
+    layers: c (b at other sizes) moved by the change from a to b."""
+    if type(a) is not type(b) or type(c) is not type(b):
         raise FoldError(f"{where}: {type(a).__name__} and {type(b).__name__}")
     if isinstance(a, dict):
-        if list(a) != list(b):
+        if list(a) != list(b) or list(c) != list(b):
             raise FoldError(f"{where}: keys {list(a)} and {list(b)}")
-        return {k: _fold_value(a[k], b[k], steps, f"{where}/{k}") for k in a}
+        return {k: _fold_value(a[k], b[k], c[k], steps, f"{where}/{k}") for k in a}
     if isinstance(a, list):
+        if len(c) != len(b):
+            raise FoldError(f"{where}: {len(b)} elements, {len(c)} at other sizes")
         if len(a) == len(b):
-            return [_fold_value(x, y, steps, f"{where}/{i}") for i, (x, y) in
-                    enumerate(zip(a, b))]
-        return _fold_list(a, b, steps, where)
+            return [_fold_value(x, y, z, steps, f"{where}/{i}") for i, (x, y, z) in
+                    enumerate(zip(a, b, c))]
+        return _fold_list(a, b, c, steps, where)
     if isinstance(a, str):
-        return _fold_text(a, b, steps, where)
+        return _fold_text(a, b, c, steps, where)
     if isinstance(a, int) and not isinstance(a, bool):
-        return int(_affine(str(a), str(b), steps, where))
+        return int(_affine(str(a), str(b), str(c), steps, where))
     if a != b:
         raise FoldError(f"{where}: {a!r} and {b!r}")
-    return a
+    return c
 
 
-def _run_copies(run: List[Any], ref_b: List[Any], ref_now: List[Any], count: int,
-                after_ref: bool, where: str) -> List[Any]:
-    """`count` copies of an added block (`run`, as at K + 1), continuing
-    the progression from its neighbour block: ref_b at K + 1, ref_now that
-    neighbour extrapolated. after_ref: the neighbour comes before the run."""
+def _fold_element(a: Any, b: Any, c: Any, steps: int, where: str) -> Any:
+    """_fold_value of a list element, on its JSON text: one split per
+    value instead of one per field (the same integers, in the same order)."""
+    ta, tb = json.dumps(a), json.dumps(b)
+    if ta == tb:
+        return c
+    pa, ia = _split(ta)
+    pb, ib = _split(tb)
+    pc, ic = _split(json.dumps(c))
+    if pa != pb or pc != pb:
+        return _fold_value(a, b, c, steps, where)  # refused there, naming the field
+    return json.loads(_join(pc, [_affine(x, y, z, steps, where) for x, y, z in zip(ia, ib, ic)]))
+
+
+def _run_copies(run_b: List[Any], run_c: List[Any], ref_b: List[Any], ref_now: List[Any],
+                count: int, after_ref: bool, where: str) -> List[Any]:
+    """`count` copies of an added block (run_b at K + 1, run_c the same at
+    the sizes wanted), continuing the progression from its neighbour block:
+    ref_b at K + 1, ref_now that neighbour extrapolated. after_ref: the
+    neighbour comes before the run."""
+    parts = []  # per element: (text template, [(c's digits, c's value, neighbour now, step)])
+    for xb, xc, rb, rn in zip(run_b, run_c, ref_b, ref_now):
+        _, ixb = _split(json.dumps(xb))
+        pc, ixc = _split(json.dumps(xc))
+        _, ir = _split(json.dumps(rb))
+        _, inow = _split(json.dumps(rn))
+        fields = [(vc, int(vc), int(vn), int(vb) - int(vr) if after_ref else int(vr) - int(vb))
+                  for vb, vc, vr, vn in zip(ixb, ixc, ir, inow)]
+        parts.append((pc, fields))
     out = []
-    for c in range(count):
-        # Copy c sits (c + 1) blocks after the neighbour before it, or
-        # (count - c) blocks before the neighbour after it.
-        k = c + 1 if after_ref else -(count - c)
-        for x, rb, rn in zip(run, ref_b, ref_now):
-            tx, tr, tn = json.dumps(x), json.dumps(rb), json.dumps(rn)
-            px, ix = _split(tx)
-            _, ir = _split(tr)
-            _, inow = _split(tn)
+    for n in range(count):
+        # Copy n sits (n + 1) blocks after the neighbour before it, or
+        # (count - n) blocks before the neighbour after it.
+        k = n + 1 if after_ref else -(count - n)
+        for pc, fields in parts:
             ints = []
-            for vx, vr, vn in zip(ix, ir, inow):
-                step = int(vx) - int(vr) if after_ref else int(vr) - int(vx)
-                v = int(vn) + step * k
+            for text, value, now, step in fields:
+                v = now + step * k
                 if v < 0:
                     raise FoldError(f"{where}: a block's integer extrapolates below zero")
-                ints.append(vx if step == 0 and vn == vx else str(v))
-            out.append(json.loads(_join(px, ints)))
+                ints.append(text if v == value else str(v))
+            out.append(json.loads(_join(pc, ints)))
     return out
 
 
-def _fold_list(a: List[Any], b: List[Any], steps: int, where: str) -> List[Any]:
+def _fold_list(a: List[Any], b: List[Any], c: List[Any], steps: int, where: str) -> List[Any]:
     ka, kb = [_masked(x) for x in a], [_masked(x) for x in b]
+    if c is not b and [_masked(x) for x in c] != kb:
+        raise FoldError(f"{where}: the list differs at other sizes beyond its integers")
     matcher = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
     folded: List[Any] = [None] * len(b)
     runs = []
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             for i, j in zip(range(i1, i2), range(j1, j2)):
-                folded[j] = _fold_value(a[i], b[j], steps, f"{where}/{j}")
+                folded[j] = _fold_element(a[i], b[j], c[j], steps, f"{where}/{j}")
         elif tag == "insert":
             runs.append((j1, j2))
         else:
@@ -249,52 +280,66 @@ def _fold_list(a: List[Any], b: List[Any], steps: int, where: str) -> List[Any]:
             ref, after_ref = after, False
         else:
             raise FoldError(f"{where}: elements {j1}..{j2} at K + 1 repeat no neighbour")
-        out += _run_copies(b[j1:j2], b[ref[0]:ref[1]], folded[ref[0]:ref[1]], steps + 1,
-                           after_ref, f"{where}/{j1}")
+        out += _run_copies(b[j1:j2], c[j1:j2], b[ref[0]:ref[1]], folded[ref[0]:ref[1]],
+                           steps + 1, after_ref, f"{where}/{j1}")
         pos = j2
     out += folded[pos:]
     return out
 
 
-def extrapolate(at_k: Any, at_k1: Any, steps: int) -> Any:
+def extrapolate(at_k: Any, at_k1: Any, steps: int, like: Any = None) -> Any:
     """The value (a graph, the export's stats) at K + 1 + steps layers from
-    its values at K and K + 1 layers; steps >= 0. Raises FoldError, its
-    text led by the JSON pointer of what does not extrapolate ("/ops/7/id")."""
+    its values at K and K + 1 layers; steps >= 0. like: the value at K + 1
+    layers at other sizes (the same structure; its sizes are kept, moved
+    by what changes from K to K + 1): the result is then at those sizes.
+    Raises FoldError, its text led by the JSON pointer of what does not
+    extrapolate ("/ops/7/id")."""
+    like = at_k1 if like is None else like
     if steps == 0:
-        return at_k1
+        return like
     try:
-        return _fold_value(at_k, at_k1, steps, "")
+        return _fold_value(at_k, at_k1, like, steps, "")
     except FoldError as e:
         text = str(e)
         raise FoldError("/" + text if text.startswith(":") else text) from None
 
 
-def fold_trace(model: nn.Module, trace: Callable[[], Any], check: bool = True,
-               any_model: bool = False) -> Tuple[Any, Dict[str, Any]]:
-    """trace() of `model`, folded where it can be: (the result, how:
-    {"stack", "layers", "folded", "checked", "why"}). trace() returns
-    JSON-like data (a graph and its stats) of the model as it is when
-    called. check=False skips the trace at K + 2 (the caller checked the
-    same model at other sizes); a result that does not extrapolate is then
-    still traced whole. any_model: as find_stack's."""
+def fold_points(model: nn.Module, trace: Callable[[int], Any], count: int, base: int,
+                run: Callable[[Callable[[int], Any], int], List[Any]],
+                any_model: bool = False) -> Tuple[List[Any], Dict[str, Any]]:
+    """[trace(0), ..., trace(count - 1)], each a trace of the model at one
+    size (JSON-like: a graph and its stats), folded where it can be; and
+    how: {"stack", "layers", "folded", "why"}. run(fn, n) is [fn(0), ...,
+    fn(n - 1)], in whatever processes it likes. The stack is traced at K, K
+    + 1 and K + 2 layers at size `base`, which checks the fold, and at K + 1
+    at the others, whose integers then move as base's do from K to K + 1.
+    Where the fold is refused, every size is traced whole. any_model: as
+    find_stack's."""
     path, length, why = find_stack(model, any_model)
     if path is None:
-        return trace(), {"folded": False, "why": why}
+        return run(trace, count), {"folded": False, "why": why}
     how: Dict[str, Any] = {"stack": path, "layers": length}
     k = FOLD_FROM
-    traced = []
-    for keep in (k, k + 1, k + 2) if check else (k, k + 1):
+    tasks = [(base, k), (base, k + 1), (base, k + 2)]
+    tasks += [(point, k + 1) for point in range(count) if point != base]
+
+    def traced_cut(i: int) -> Any:
+        point, keep = tasks[i]
         with cut_stack(model, path, keep):
-            traced.append(trace())
+            return trace(point)
+    traced = dict(zip(tasks, run(traced_cut, len(tasks))))
+    at_k, at_k1, at_k2 = (traced[(base, k + i)] for i in range(3))
+
+    def extrapolated(point: int) -> Any:
+        if point == base:
+            return extrapolate(at_k1, at_k2, length - k - 2)
+        return extrapolate(at_k, at_k1, length - k - 1, like=traced[(point, k + 1)])
     try:
-        if check:
-            predicted = extrapolate(traced[0], traced[1], 1)
-            if _text(predicted) != _text(traced[2]):
-                raise FoldError(f"{k} and {k + 1} layers do not predict {k + 2}")
-        result = extrapolate(traced[-2], traced[-1], length - len(traced) - k + 1)
+        if _text(extrapolate(at_k, at_k1, 1)) != _text(at_k2):
+            raise FoldError(f"{k} and {k + 1} layers do not predict {k + 2}")
+        return run(extrapolated, count), {**how, "folded": True}
     except FoldError as e:
-        return trace(), {**how, "folded": False, "why": str(e)}
-    return result, {**how, "folded": True, "checked": check}
+        return run(trace, count), {**how, "folded": False, "why": str(e)}
 
 
 def _text(value: Any) -> str:
