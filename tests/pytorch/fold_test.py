@@ -10,13 +10,17 @@ tracing every layer gives, byte for byte, or be refused and traced whole.
 - a model whose alike layers compute differently by their index (refused by
   the check at 5 layers) and one whose layers differ (no stack): both traced
   whole, the same graph as without folding;
+- `memplan export` with LoRA under gradient checkpointing, and compiled by
+  aot_eager: folded, the same graph;
 - cut_stack restores the model and its config.
 
 Usage: fold_test.py (with a Python that has torch and transformers)
 """
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -187,6 +191,32 @@ def main():
         check(f"{label}, 12 layers: the folded graph is the every-layer graph, byte for byte",
               text(g1) == text(g0))
         check(f"{label}, 12 layers: the same stats", text(s1) == text(s0))
+
+    # The CLI, on steps users train: LoRA adapters under transformers'
+    # gradient checkpointing, and a step compiled by aot_eager.
+    spec = ("hf:llama:hidden_size=64,intermediate_size=128,num_hidden_layers=12,"
+            "num_attention_heads=4,num_key_value_heads=2,vocab_size=100,"
+            "max_position_embeddings=64,seq=16")
+    for label, extra in (("LoRA, gradient checkpointing",
+                          ["--lora", "r=4,alpha=8,targets=q_proj,v_proj",
+                           "--hf-gradient-checkpointing"]),
+                         ("compiled (aot_eager)", ["--compile", "aot_eager"])):
+        files = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for mode in ("auto", "never"):
+                out = os.path.join(tmp, mode + ".json")
+                p = subprocess.run([sys.executable, "-m", "memplan", "export", spec, "--batch",
+                                    "2", "-q", "-o", out, "--fold-layers", mode, *extra],
+                                   capture_output=True, text=True, timeout=600,
+                                   env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "python")})
+                stats = json.loads(p.stdout) if p.returncode == 0 else {}
+                files[mode] = (open(out).read() if p.returncode == 0 else p.stderr[-300:],
+                               stats.get("fold_layers"))
+        check(f"memplan export, {label}: folded",
+              (files["auto"][1] or {}).get("folded") is True, files["auto"][1])
+        same = files["auto"][0] == files["never"][0]
+        check(f"memplan export, {label}: the every-layer graph, byte for byte", same,
+              "" if same else files["auto"][0][-300:] + " | " + files["never"][0][-300:])
 
     # Alike by signature, not by computation.
     torch.manual_seed(0)
