@@ -18,13 +18,13 @@ trace at K + 2 exactly (every byte of the graph and of the export's stats),
 or the whole stack is traced. A symbolic export's other sizes are traced at
 K + 1 layers only: their integers move as the checked size's do.
 
-Folding is tried only where the stack is one
-nn.ModuleList of a transformers model whose layers are alike (same modules,
-attributes other than their index, parameter shapes and dtypes; per-layer
-config lists uniform), so a model whose layers differ (sliding-window every
-sixth layer, dense-then-MoE) is traced whole; other models' stacks when the
-caller asks (fold_layers=True: a layer that computes by its own index, not
-its attributes, escapes every check but the one at K + 2).
+Folding is tried only where the stack is one nn.ModuleList of a
+transformers model whose layers are alike (same modules, attributes other
+than their index, parameter shapes and dtypes; per-layer config lists
+uniform), so a model whose layers differ (sliding-window every sixth layer,
+dense-then-MoE) is traced whole; other models' stacks when the caller asks
+(fold_layers="always": a layer that computes by its own index, not its
+attributes, escapes every check but the one at K + 2).
 
 Cost: three traces of K to K + 2 layers at one size and one of K + 1 at
 each other size, instead of L at each; and linear work in the graph's size.
