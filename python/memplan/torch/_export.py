@@ -212,8 +212,9 @@ def export_symbolic(model: nn.Module, batch: int, input_shape: Optional[Sequence
     fold_layers: "auto" (a transformers model's stack of alike layers, its
     decoder layers, is traced at 3, 4 and 5 layers at the base sizes and 4
     at the others, and the rest extrapolated: memplan.torch._fold, checked,
-    the same graph as tracing them all, or they all are), "always" (any model's stack: see _fold for
-    what the check cannot see) or "never"; not with measured times or scratch.
+    the same graph as tracing them all, or they all are), "always" (any
+    model's stack: see _fold for what the check cannot see) or "never"; not
+    with measured times or scratch.
     Returns (graph, stats); raises symbolic.SymbolicError when some size
     cannot be expressed. A workspace or flop count that cannot be is frozen
     or dropped and named in source.warnings (memplan.symbolic), which memplan

@@ -211,12 +211,10 @@ def _fold_element(a: Any, b: Any, c: Any, steps: int, where: str) -> Any:
     ta, tb = json.dumps(a), json.dumps(b)
     if ta == tb:
         return c
-    pa, ia = _split(ta)
-    pb, ib = _split(tb)
-    pc, ic = _split(json.dumps(c))
-    if pa != pb or pc != pb:
+    try:
+        return json.loads(_fold_text(ta, tb, json.dumps(c), steps, where))
+    except FoldError:
         return _fold_value(a, b, c, steps, where)  # refused there, naming the field
-    return json.loads(_join(pc, [_affine(x, y, z, steps, where) for x, y, z in zip(ia, ib, ic)]))
 
 
 def _run_copies(run_b: List[Any], run_c: List[Any], ref_b: List[Any], ref_now: List[Any],
