@@ -17,9 +17,13 @@ vision,hf]`, no checkout on PYTHONPATH, then
 
 The install takes the extras' newest releases memplan is tested on
 (requirements/torch-newest.txt as pip constraints): what PyPI published
-this morning must not decide whether CI passes, and .venv-newest has put
-those very wheels in pip's cache. A failed install prints pip's own error
-lines and the free disk space.
+this morning must not decide whether CI passes. Before pip runs, the
+dependencies the extras reach are hard-linked from .venv-newest, which
+holds those versions (link_deps.py, like uv's link mode): pip then finds
+them satisfied, installs memplan, and checks the result; torch with its CUDA
+libraries is 5.7 GB, and a second copy filled CI's disk. `--deps-from ''`
+makes pip install everything. A failed install prints pip's own error lines
+and the free disk space.
 """
 import argparse
 import glob
@@ -74,6 +78,10 @@ def main():
     ap.add_argument("--venv", default=None, help="where to make the fresh venv")
     ap.add_argument("--reuse-venv", action="store_true",
                     help="developers: keep --venv if it exists (CI makes a fresh one)")
+    ap.add_argument("--deps-from", default=os.path.join(ROOT, ".venv-newest", "bin", "python"),
+                    help="a venv's python whose installed dependencies are hard-linked into "
+                    "the fresh venv before pip runs (link_deps.py); '' makes pip install "
+                    "them all (about 6 GB)")
     args = ap.parse_args()
     args.memplan = os.path.abspath(args.memplan)
     check = Checks()
@@ -93,6 +101,8 @@ def main():
             p = run([args.python, "-m", "venv", venv], tmp)
             if not check("fresh venv", p.returncode == 0, p.stderr[-500:]):
                 return 1
+            if args.deps_from and not link_checks(check, args.deps_from, wheel, venv, tmp):
+                return 1
         t = time.time()
         p = run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
                  *(["--force-reinstall", "--no-deps"] if reuse else []),
@@ -101,12 +111,42 @@ def main():
                      f" ({time.time() - t:.0f} s)",
                      p.returncode == 0, "" if p.returncode == 0 else pip_failure(p, tmp)):
             return 1
+        version_checks(check, py, tmp)
         bare_checks(check, args.python, wheel, tmp)
         cli_checks(check, memplan, args.memplan, tmp)
         library_checks(check, venv)
         export_checks(check, memplan, tmp)
         script_checks(check, py, tmp)
     return check.summary()
+
+
+def link_checks(check, deps_python, wheel, venv, tmp):
+    """Hard-links the extras' dependencies from `deps_python`'s venv into the
+    fresh one (link_deps.py), so that pip installs memplan and only what that
+    venv lacks."""
+    site = glob.glob(os.path.join(venv, "lib", "python*", "site-packages"))
+    p = run([deps_python, os.path.join(HERE, "link_deps.py"), wheel, "--extras",
+             "torch,vision,hf", "--into", site[0] if site else venv], tmp)
+    ok = p.returncode == 0 and len(site) == 1
+    r = json.loads(p.stdout) if ok else {}
+    return check(f"the extras' dependencies hard-linked from {deps_python}: "
+                 f"{len(r.get('linked', []))} distributions, {r.get('files', 0)} files, "
+                 f"{r.get('bytes', 0) / 2**30:.2f} GiB; left to pip: {r.get('left')}",
+                 ok and bool(r["linked"]), "" if ok else p.stderr[-1500:] or p.stdout[-500:])
+
+
+def version_checks(check, py, tmp):
+    """The venv holds the constraint file's versions and no broken
+    requirement."""
+    p = run([py, "-m", "pip", "list", "--format=json", "--disable-pip-version-check"], tmp)
+    have = {d["name"].lower(): d["version"] for d in json.loads(p.stdout or "[]")}
+    want = dict(line.split("==") for line in open(CONSTRAINTS).read().splitlines()
+                if line and not line.startswith("#"))
+    wrong = {k: have.get(k.lower()) for k, v in want.items() if have.get(k.lower()) != v}
+    check(f"the venv has {os.path.relpath(CONSTRAINTS, ROOT)}'s versions", not wrong,
+          f"wanted {want}, have {wrong}")
+    p = run([py, "-m", "pip", "check", "--disable-pip-version-check"], tmp)
+    check("pip check: no broken requirements", p.returncode == 0, p.stdout[-800:])
 
 
 def bare_checks(check, python, wheel, tmp):
