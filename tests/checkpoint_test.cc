@@ -362,6 +362,51 @@ TEST_CASE("simulator: peak_only gives the full replay's figures and nothing else
   }
 }
 
+TEST_CASE("simulator: stop_above stops past the bound, with the whole program's recompute cost") {
+  std::mt19937 rng(13);
+  int stopped = 0, whole = 0;
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    Graph g = MustLower(testing::RandomForwardGraph(seed, 12 + static_cast<int>(seed % 20)));
+    std::vector<bool> keep(g.tensors.size(), false);
+    for (int t : CheckpointCandidates(g)) keep[t] = (rng() % 3) == 0;
+    const CheckpointProgram cp = BuildCheckpointProgram(g, keep);
+    SimOptions lean;
+    lean.op_cost = std::vector<double>(g.ops.size(), 1.5);
+    lean.peak_only = true;
+    SimResult full;
+    std::string err;
+    REQUIRE(Simulate(g, cp.program, lean, &full, &err));
+    CHECK(!full.stopped);
+    for (int64_t bound : {full.start_bytes, (full.start_bytes + full.peak_bytes) / 2,
+                          full.peak_bytes - 1, full.peak_bytes}) {
+      CAPTURE(bound);
+      SimOptions cut = lean;
+      cut.stop_above = bound;
+      SimResult r;
+      REQUIRE(Simulate(g, cp.program, cut, &r, &err));
+      CHECK(r.recompute_cost == full.recompute_cost);
+      CHECK(r.recompute_runs == full.recompute_runs);
+      CHECK(r.start_bytes == full.start_bytes);
+      if (bound >= full.peak_bytes) {  // never passed: the whole replay
+        CHECK(!r.stopped);
+        CHECK(r.peak_bytes == full.peak_bytes);
+        CHECK(r.peak_step == full.peak_step);
+        CHECK(r.end_bytes == full.end_bytes);
+        ++whole;
+      } else {  // stopped at the first step past the bound, at or before the peak
+        CHECK(r.stopped);
+        CHECK(r.peak_bytes > bound);
+        CHECK(r.peak_bytes <= full.peak_bytes);
+        CHECK(r.peak_step <= full.peak_step);
+        ++stopped;
+      }
+    }
+  }
+  CHECK(stopped > 20);
+  CHECK(whole == 20);
+}
+
 TEST_CASE("checkpoint: recomputing at each use never changes a program that recomputes nothing") {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     CAPTURE(seed);

@@ -228,6 +228,47 @@ TEST_CASE("planner: local search never costs more than the greedy alone") {
   CHECK(cheaper >= 3);
 }
 
+// Trials stopped past their bound (PlannerOptions::stop_trials) change
+// nothing but the time: the same plan, figures and programs scored.
+TEST_CASE("planner: stopping trials past their bound gives the same plans") {
+  int budgets = 0, stopped = 0;
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    Graph g = testing::MustLower(testing::RandomForwardGraph(seed, 40));
+    const int64_t baseline = testing::Baseline(g, AccumulationMode::kInplace).peak_bytes;
+    const int64_t floor = PeakLowerBound(g);
+    CAPTURE(seed);
+    for (int pct : {-10, 20, 50, 80}) {
+      const int64_t budget = floor + (baseline - floor) * pct / 100;
+      CAPTURE(budget);
+      for (PlanAlgorithm algorithm : {PlanAlgorithm::kGreedy, PlanAlgorithm::kAuto}) {
+        PlannerOptions options;
+        options.algorithm = algorithm;
+        PlanResult whole, stopping;
+        std::string err;
+        options.stop_trials = false;
+        REQUIRE(PlanCheckpoints(g, budget, options, &whole, &err));
+        options.stop_trials = true;
+        REQUIRE(PlanCheckpoints(g, budget, options, &stopping, &err));
+        ++budgets;
+        CHECK(stopping.feasible == whole.feasible);
+        CHECK(stopping.evaluations == whole.evaluations);
+        CHECK(stopping.best.keep == whole.best.keep);
+        CHECK(stopping.best.each_use == whole.best.each_use);
+        CHECK(stopping.best.reverse_order == whole.best.reverse_order);
+        CHECK(stopping.best.sim.peak_bytes == whole.best.sim.peak_bytes);
+        CHECK(stopping.best.recompute_cost == whole.best.recompute_cost);
+        CHECK(stopping.min_feasible_peak_bytes == whole.min_feasible_peak_bytes);
+        CHECK(stopping.search_complete == whole.search_complete);
+        CHECK(whole.stopped_trials == 0);
+        stopped += stopping.stopped_trials;
+      }
+    }
+  }
+  CAPTURE(stopped);
+  CHECK(budgets == 96);
+  CHECK(stopped > 100);
+}
+
 TEST_CASE("planner: capped drop rounds keep again from the cheapest hand-written set that fits") {
   int graphs = 0, fewer_programs = 0, improved = 0;
   for (uint32_t seed = 1; graphs < 10 && seed < 400; ++seed) {

@@ -55,6 +55,7 @@ bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
   sim.collect_live_at_peak = options.detailed;
   sim.accumulating_gradients = options.accumulating_gradients;
   sim.peak_only = options.peak_only;
+  sim.stop_above = options.stop_above;
   if (!Simulate(g, out->checkpoint.program, sim, &out->sim, err)) {
     *err = "checkpoint program is invalid: " + *err;
     return false;

@@ -139,6 +139,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -198,6 +199,10 @@ struct PlannerOptions {
   // The greedy's plan is improved by local search (Improve above); false:
   // the greedy alone.
   bool local_search = true;
+  // Trials kept only under a bound stop their replay past it
+  // (SimOptions::stop_above): the same plans and result, sooner. false:
+  // every trial replayed whole (tests hold the two to the same result).
+  bool stop_trials = true;
   // Plan the step as a later micro-batch of gradient accumulation: every
   // program is scored with SimOptions::accumulating_gradients, so the peak
   // the budget bounds counts the parameter gradients' accumulators.
@@ -234,6 +239,7 @@ struct PlanResult {
   int64_t lower_bound_bytes = 0;        // PeakLowerBound: no program goes lower
   double step_cost = 0;                 // cost of one training step, no recompute
   int64_t evaluations = 0;              // programs simulated
+  int64_t stopped_trials = 0;           // of them, replays stopped (stop_trials)
   std::vector<std::string> modules;     // module or sac granularity: the modules to wrap
   // Sac granularity: those of `modules` wrapped with a policy (some of their
   // ops kept); the others are wrapped plainly, every op recomputed.
@@ -261,6 +267,9 @@ struct ScoreOptions {
   bool accumulating_gradients = false;
   // SimOptions::peak_only: the plan's simulation holds its figures only.
   bool peak_only = false;
+  // SimOptions::stop_above (with peak_only): the replay stops once the live
+  // bytes pass it (sim.stopped).
+  int64_t stop_above = std::numeric_limits<int64_t>::max();
 };
 
 // Scores one checkpoint set (keep, by tensor) with op costs by op index

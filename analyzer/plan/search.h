@@ -87,7 +87,17 @@ class Search {
   // below `peak` (a trial kept only when it lowers the peak): the same
   // plans, and the same result, as Score(out), without the second replay of
   // the trials that are dropped.
+  // It also stops the replay as ScoreUnder(out, peak) does.
   bool ScoreDetailedBelow(ScoredPlan* out, int64_t peak);
+  // Score(out, false) for a trial kept only when its peak is at most
+  // `bound`: the replay stops once the live bytes pass the largest of
+  // `bound`, the lowest peak met and the budget, where the trial can be
+  // neither kept, nor the lowest, nor fit (out->sim.stopped; its peak is
+  // then only a lower bound). The same plans and result as Score(out, false).
+  bool ScoreUnder(ScoredPlan* out, int64_t bound);
+  // The three above: what is alive at the peak when the peak is below
+  // `collect_below`, the replay stopped past `stop_above` (ScoreUnder).
+  bool ScoreTrial(ScoredPlan* out, int64_t collect_below, int64_t stop_above);
   // The search's decisions from a scored plan.
   void SetDecisions(const ScoredPlan& plan);
   // By group, from a keep vector by tensor.

@@ -184,24 +184,41 @@ std::vector<std::string> Search::DroppedModules() const {
 }
 
 bool Search::Score(ScoredPlan* out, bool detailed) {
-  return ScoreDetailedBelow(
-      out, detailed ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min());
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  return ScoreTrial(out, detailed ? kMax : std::numeric_limits<int64_t>::min(), kMax);
 }
 
 bool Search::ScoreDetailedBelow(ScoredPlan* out, int64_t peak) {
+  return ScoreTrial(out, peak, peak);
+}
+
+bool Search::ScoreUnder(ScoredPlan* out, int64_t bound) {
+  return ScoreTrial(out, std::numeric_limits<int64_t>::min(), bound);
+}
+
+bool Search::ScoreTrial(ScoredPlan* out, int64_t collect_below, int64_t stop_above) {
   ++result_->evaluations;
   if (options_.progress) options_.progress(result_->evaluations);
+  const bool first = result_->evaluations == 1;
   const std::vector<bool> each_use = EachUseVector();
   const ScoreOptions score{.program = ProgramOptions(&each_use, &reverse_),
                            .detailed = false,
                            .accumulating_gradients = options_.accumulating_gradients,
-                           .peak_only = true};
+                           .peak_only = true,
+                           .stop_above = first || !options_.stop_trials ||
+                                                 stop_above == std::numeric_limits<int64_t>::max()
+                                             ? std::numeric_limits<int64_t>::max()
+                                             : std::max({stop_above, lowest_.peak_bytes, budget_})};
   if (!ScoreCheckpointSet(g_, KeepVector(), costs_, score, out, err_)) return false;
-  if (out->sim.peak_bytes < peak &&
+  out->recompute_cost += DispatchCharge(out->keep);
+  if (out->sim.stopped) {  // over the lowest peak and the budget
+    ++result_->stopped_trials;
+    return true;
+  }
+  if (out->sim.peak_bytes < collect_below &&
       !CollectPlanLiveAtPeak(g_, options_.accumulating_gradients, out, err_))
     return false;
-  out->recompute_cost += DispatchCharge(out->keep);
-  if (result_->evaluations == 1 || LowerPeak(*out, lowest_.peak_bytes, lowest_.recompute_cost)) {
+  if (first || LowerPeak(*out, lowest_.peak_bytes, lowest_.recompute_cost)) {
     lowest_.peak_bytes = out->sim.peak_bytes;
     lowest_.recompute_cost = out->recompute_cost;
     lowest_.keep = out->keep;

@@ -174,7 +174,7 @@ bool Search::HoldAgain(ScoredPlan* current) {
     if (kept_[grp] || !each_use_[grp]) continue;
     each_use_[grp] = false;
     ScoredPlan trial;
-    if (!Score(&trial, /*detailed=*/false)) return false;
+    if (!ScoreUnder(&trial, budget_)) return false;
     if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current->recompute_cost)
       *current = std::move(trial);
     else
@@ -212,7 +212,7 @@ bool Search::KeepAgain(std::vector<int> dropped, ScoredPlan* current) {
     if (taken.empty()) break;
     for (int grp : taken) kept_[grp] = true;
     ScoredPlan trial;
-    if (!Score(&trial, /*detailed=*/false)) return false;
+    if (!ScoreUnder(&trial, budget_)) return false;
     if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= current->recompute_cost) {
       *current = std::move(trial);
       next = end;
@@ -261,7 +261,7 @@ bool Search::KeepBack(const std::vector<int>& order, size_t max_groups, int64_t 
       if (kept_[grp] || (pass == 0 ? !roomy : roomy)) continue;
       kept_[grp] = true;
       ScoredPlan trial;
-      if (!Score(&trial, /*detailed=*/false)) return false;
+      if (!ScoreUnder(&trial, budget_)) return false;
       if (trial.sim.peak_bytes <= budget_ && trial.recompute_cost <= *cost) {
         *peak = trial.sim.peak_bytes;
         *cost = trial.recompute_cost;

@@ -56,7 +56,7 @@ bool Search::Improve() {
         restore_start();
         kept_[grp] = false;
         ScoredPlan trial;
-        if (!Score(&trial, /*detailed=*/false)) return false;
+        if (!ScoreUnder(&trial, budget_)) return false;
         if (trial.sim.peak_bytes > budget_) break;
         if (!keep_again(grp, std::move(trial), by_density)) return false;
       }

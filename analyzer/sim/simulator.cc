@@ -49,6 +49,7 @@ class Replay {
     runs_.assign(g_.ops.size(), 0);
     first_run_.assign(g_.ops.size(), -1);
     buffers_.clear();
+    buffers_.reserve(nt + p_.steps.size() / 2);
     live_ = 0;
     *r_ = SimResult();
     if (!lean_) {
@@ -73,6 +74,11 @@ class Replay {
       bool ok = step.IsRun() ? RunStep(step) : FreeStep(step);
       if (!ok) return false;
       if (step_ == snapshot_step_) return true;
+      if (lean_ && r_->peak_bytes > opt_.stop_above) {
+        CountReruns(s + 1);
+        r_->stopped = true;
+        return true;
+      }
     }
     r_->end_bytes = live_;
     if (opt_.require_complete && !CheckEnd()) return false;
@@ -98,6 +104,16 @@ class Replay {
       return fmt::format(" (consumed in place at step {})", consumed_at_[t]);
     if (gone_at_[t] >= 0) return fmt::format(" (freed at step {})", gone_at_[t]);
     return g_.tensors[t].producer >= 0 ? " (not produced yet)" : "";
+  }
+
+  // The recompute runs and cost of the steps from `first` on, unchecked.
+  void CountReruns(size_t first) {
+    for (size_t s = first; s < p_.steps.size(); ++s) {
+      const int o = p_.steps[s].op;
+      if (o < 0 || o >= static_cast<int>(runs_.size()) || ++runs_[o] == 1) continue;
+      ++r_->recompute_runs;
+      if (!opt_.op_cost.empty()) r_->recompute_cost += opt_.op_cost[o];
+    }
   }
 
   int Allocate(int t, int step) {

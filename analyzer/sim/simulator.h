@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,13 @@ struct SimOptions {
   // search that scores many programs. Ignored with accumulating_gradients
   // (its peak is made from live_during).
   bool peak_only = false;
+  // With peak_only (and not accumulating_gradients): stop at the first step
+  // whose live bytes pass this. The result is then stopped: peak_bytes and
+  // peak_step are that step's (peak_bytes > stop_above, at most the
+  // program's peak), start_bytes is set, end_bytes is not, and
+  // recompute_cost and recompute_runs count the whole program. The steps
+  // after it are not checked. For searches that reject any plan over a bound.
+  int64_t stop_above = std::numeric_limits<int64_t>::max();
 };
 
 // One buffer alive at the peak.
@@ -67,6 +75,7 @@ struct SimResult {
   std::vector<BufferInterval> intervals;  // in allocation order
   double recompute_cost = 0;
   int64_t recompute_runs = 0;
+  bool stopped = false;  // stopped above SimOptions::stop_above (see there)
 };
 
 bool Simulate(const Graph& g, const Program& program, const SimOptions& options, SimResult* result,
