@@ -12,7 +12,8 @@ Run it with the source venv's python (it reads that venv's metadata and needs
 satisfies it, with the requirement's own markers and extras; the rest is left
 to pip. Files outside site-packages (console scripts, whose shebang names the
 source venv) are not linked. Prints one JSON line: what was linked, what was
-left, files and bytes.
+left, files and bytes, and the bytes copied because the venvs lie on different
+file systems (make the fresh venv beside the source to avoid that).
 
 Why: torch 2.15.0 with its CUDA libraries is 5.7 GB installed, and a second
 copy filled CI's disk (stop 47's CI: "No space left on device").
@@ -70,21 +71,23 @@ def closure(top, extras, installed):
 
 
 def link_file(src, dst):
-    """Hard link, else a copy (another file system). Returns the bytes."""
+    """Hard link, else a copy (another file system). Returns (bytes, copied)."""
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     try:
         os.link(src, dst)
+        copied = False
     except OSError as e:
         if e.errno != errno.EXDEV:
             raise
         shutil.copy2(src, dst)
-    return os.path.getsize(dst)
+        copied = True
+    return os.path.getsize(dst), copied
 
 
 def link_dist(dist, site, into):
     """Links the dist's files (its RECORD) that lie in `site`; returns (files,
-    bytes)."""
-    files = nbytes = 0
+    bytes, bytes copied instead of linked)."""
+    files = nbytes = copied = 0
     for f in dist.files or []:
         src = os.path.realpath(dist.locate_file(f))
         rel = os.path.relpath(src, site)
@@ -93,9 +96,11 @@ def link_dist(dist, site, into):
         dst = os.path.join(into, rel)
         if os.path.lexists(dst):
             continue
-        nbytes += link_file(src, dst)
+        size, was_copied = link_file(src, dst)
+        nbytes += size
+        copied += size if was_copied else 0
         files += 1
-    return files, nbytes
+    return files, nbytes, copied
 
 
 def main():
@@ -113,12 +118,13 @@ def main():
     top = [r for r in wheel_requirements(args.wheel)
            if canonicalize_name(Requirement(r).name) not in own]
     dists, left = closure(top, extras, installed)
-    files = nbytes = 0
+    files = nbytes = copied = 0
     for d in dists:
-        n, b = link_dist(d, site, os.path.realpath(args.into))
-        files, nbytes = files + n, nbytes + b
+        n, b, c = link_dist(d, site, os.path.realpath(args.into))
+        files, nbytes, copied = files + n, nbytes + b, copied + c
     print(json.dumps({"linked": sorted(f"{d.metadata['Name']}=={d.version}" for d in dists),
-                      "left": left, "files": files, "bytes": nbytes, "source": site}))
+                      "left": left, "files": files, "bytes": nbytes, "copied_bytes": copied,
+                      "source": site}))
     return 0
 
 

@@ -76,6 +76,10 @@ def main():
     ap.add_argument("--memplan", required=True, help="the checkout's build of the binary")
     ap.add_argument("--python", default=os.environ.get("MEMPLAN_VENV_PYTHON", "python3.11"))
     ap.add_argument("--venv", default=None, help="where to make the fresh venv")
+    ap.add_argument("--work-dir", default=None,
+                    help="where the test's folder goes (default: the system's temp folder); "
+                    "CTest puts it in the build folder, on the file system of the checkout's "
+                    "venvs, so that --deps-from can hard-link")
     ap.add_argument("--reuse-venv", action="store_true",
                     help="developers: keep --venv if it exists (CI makes a fresh one)")
     ap.add_argument("--deps-from", default=os.path.join(ROOT, ".venv-newest", "bin", "python"),
@@ -92,7 +96,9 @@ def main():
         return 1
     wheel = wheels[0]
     print(f"wheel: {os.path.basename(wheel)}, {os.path.getsize(wheel) / 2**20:.2f} MiB")
-    with tempfile.TemporaryDirectory(prefix="memplan-wheel-") as tmp:
+    if args.work_dir:
+        os.makedirs(args.work_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="memplan-wheel-", dir=args.work_dir) as tmp:
         venv = os.path.abspath(args.venv or os.path.join(tmp, "venv"))
         py, memplan = os.path.join(venv, "bin", "python"), os.path.join(venv, "bin", "memplan")
         reuse = args.reuse_venv and os.path.exists(memplan)
@@ -116,7 +122,7 @@ def main():
         cli_checks(check, memplan, args.memplan, tmp)
         library_checks(check, venv)
         export_checks(check, memplan, tmp)
-        script_checks(check, py, tmp)
+        script_checks(check, py, venv, tmp)
     return check.summary()
 
 
@@ -131,7 +137,9 @@ def link_checks(check, deps_python, wheel, venv, tmp):
     r = json.loads(p.stdout) if ok else {}
     return check(f"the extras' dependencies hard-linked from {deps_python}: "
                  f"{len(r.get('linked', []))} distributions, {r.get('files', 0)} files, "
-                 f"{r.get('bytes', 0) / 2**30:.2f} GiB; left to pip: {r.get('left')}",
+                 f"{r.get('bytes', 0) / 2**30:.2f} GiB "
+                 f"({r.get('copied_bytes', 0) / 2**30:.2f} GiB copied: another file system); "
+                 f"left to pip: {r.get('left')}",
                  ok and bool(r["linked"]), "" if ok else p.stderr[-1500:] or p.stdout[-500:])
 
 
@@ -236,7 +244,7 @@ def export_checks(check, memplan, tmp):
               "no_such_net"), f"{p.returncode} {p.stderr[-300:]!r}")
 
 
-def script_checks(check, py, tmp):
+def script_checks(check, py, venv, tmp):
     script = os.path.join(tmp, "user_script.py")
     shutil.copy(os.path.join(HERE, "user_script.py"), script)
     p = run([py, script], tmp)
@@ -244,9 +252,10 @@ def script_checks(check, py, tmp):
         return
     r = json.loads(p.stdout.strip().splitlines()[-1])
     print(f"torch {r['torch']}, transformers {r['transformers']}")
+    installed = os.path.realpath(r["memplan_file"])
     check("memplan.torch is the installed package, not a checkout",
-          "site-packages" in r["memplan_file"] and not r["memplan_file"].startswith(ROOT),
-          r["memplan_file"])
+          installed.startswith(os.path.realpath(venv) + os.sep) and "site-packages" in installed
+          and not installed.startswith(os.path.join(ROOT, "python") + os.sep), r["memplan_file"])
     for name in ("resnet18", "gpt2"):
         e = rel_error(r[name]["predicted"], r[name]["measured"])
         check(f"estimate({name}) within 0.5% of the measured step ({100 * e:+.4f}%)",
