@@ -38,7 +38,8 @@ ARCHS = {
 # Not exported on the meta device, with or without folding (their errors, in
 # transformers 4.57.6): mixtral and opt need a tensor's value (aten.nonzero in
 # the MoE router, _local_scalar_dense in OPT's positions: ExportError, exit 2);
-# falcon's aten.index meets a real tensor (FakeTensorMode's AssertionError).
+# falcon reads a tensor made outside the trace in its attention (ExportError
+# naming aten.index.Tensor and the module, exit 2; it exports on the CPU).
 
 
 def spec(arch):

@@ -25,6 +25,9 @@ from ._common import (
     data_dependent_message,
     default_partition,
     make_boxed_func,
+    non_fake_input,
+    non_fake_message,
+    plain_tensor_attributes,
 )
 from ._spec import WithLoss, output_tensors
 
@@ -272,6 +275,19 @@ def held_tensors(x, depth=0, seen=None):
     return [t for e in items for t in held_tensors(e, depth + 1, seen)]
 
 
+def _tensor_attributes_as_buffers(module):
+    """Registers each plain tensor attribute (plain_tensor_attributes) of
+    `module`, the exporter's copy, as a non-persistent buffer: the trace then
+    takes it as an input, as it takes buffers, where it would otherwise meet a
+    real tensor among its fake ones, and the graph counts it as the resident
+    buffer it is on the device."""
+    for path, value in plain_tensor_attributes(module):
+        mod_name, _, name = path.rpartition(".")
+        mod = module.get_submodule(mod_name)
+        delattr(mod, name)
+        mod.register_buffer(name, value, persistent=False)
+
+
 def _named(module, what):
     """Named parameters/buffers in aot_module's primal order (duplicates kept)."""
     try:
@@ -356,6 +372,7 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
     wrapped = WithLoss(copy.deepcopy(model), user_loss, has_target=target is not None,
                        autocast=autocast, on_output=mark_held if hold_outputs else None,
                        model_outputs=compiled)
+    _tensor_attributes_as_buffers(wrapped)
     targets = [] if target is None else [target]
     unfrozen = _unfreeze_input_grad_modules(wrapped)
     # Scopes: the loss wrapper is "loss", the model's own code "", its
@@ -399,6 +416,8 @@ def capture(model, inputs, target, partition_fn=default_partition, record_inplac
         _trace(traced, args, wrapped, names, record_inplace, on_meta, real_values=False,
                identity_saved=compiled)
     except Exception as e:  # noqa: BLE001 - only data-dependent ops are handled
+        if non_fake_input(e):
+            raise ExportError(non_fake_message(e, getattr(e, "memplan_stack", []))) from None
         if not data_dependent(e):
             raise
         if on_meta:

@@ -120,6 +120,22 @@ DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode",
 META_SCALAR = " cannot be called on meta tensors"  # torch's text for .item() on meta
 
 
+def plain_tensor_attributes(module: torch.nn.Module) -> list:
+    """(path, tensor) of each tensor held as a plain attribute of one of
+    `module`'s modules (`self.order = torch.arange(n)`) that is not one of
+    its parameters or buffers (transformers' rotary embeddings keep
+    `original_inv_freq`, the `inv_freq` buffer itself), each tensor once. It
+    lives on the device as a buffer does."""
+    seen = {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
+    found = []
+    for mod_name, mod in module.named_modules():
+        for name, value in vars(mod).items():
+            if isinstance(value, torch.Tensor) and id(value) not in seen:
+                seen.add(id(value))
+                found.append((f"{mod_name}.{name}" if mod_name else name, value))
+    return found
+
+
 def data_dependent(e: BaseException) -> bool:
     """True for the errors of an op that needs a tensor's value while tracing."""
     return type(e).__name__ in DATA_DEPENDENT or (
@@ -136,6 +152,29 @@ def data_dependent_message(e: BaseException, stack) -> str:
     return (f"{op} in {where} needs a tensor's value (data-dependent), which a trace "
             "without data (--device meta) does not have; export on --device cpu, with a "
             "smaller config if the model does not fit this machine")
+
+
+NON_FAKE = "Please convert all Tensors to FakeTensors first"  # FakeTensorMode's assertion
+
+
+def non_fake_input(e: BaseException) -> bool:
+    """True when the trace met a real tensor among its fake ones."""
+    return isinstance(e, AssertionError) and NON_FAKE in str(e)
+
+
+def non_fake_message(e: BaseException, stack) -> str:
+    """What a real tensor met by the trace is: the op, the module (innermost
+    of `stack`) and the ways around."""
+    text = str(e)
+    found = text.split("Found in ", 1)[1].split("(", 1)[0] if "Found in " in text else "an op"
+    module = stack[-1] if stack else ""
+    where = f"module '{module}'" if module else "the model's own code"
+    return (f"{found} in {where} reads a tensor that is neither an input, a parameter, a "
+            "buffer nor a tensor attribute of a module (one held in a list or a dict, or "
+            "made outside the forward), which the trace cannot take as an input; register "
+            "it as a buffer (register_buffer(name, tensor, persistent=False)); on --device "
+            "meta, --device cpu may trace it, with a smaller config if the model does not "
+            "fit this machine")
 
 
 @contextlib.contextmanager

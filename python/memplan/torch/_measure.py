@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from ._apply import apply_plan
-from ._common import SEED
+from ._common import SEED, plain_tensor_attributes
 from ._spec import forward_and_loss, make_target, step_loss
 
 
@@ -91,7 +91,8 @@ def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor
     keeps the model's output until its backward has run. compile: the
     step runs torch.compile(model, backend=compile) (the warm-up step
     compiles; the plan, if any, is applied first). Returns a
-    dict: peak_bytes = resident_bytes (parameters, buffers, inputs) + peak
+    dict: peak_bytes = resident_bytes (parameters, buffers, plain tensor
+    attributes, inputs) + peak
     above the start of the step."""
     from torch.profiler import ProfilerActivity, profile
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) \
@@ -117,6 +118,7 @@ def measure(model: nn.Module, example_inputs: Any, target: Optional[torch.Tensor
         model.zero_grad(set_to_none=True)
         gc.collect()
         resident = _tensor_bytes(list(model.parameters()) + list(model.buffers())
+                                 + [t for _, t in plain_tensor_attributes(model)]
                                  + list(inputs) + ([] if target is None else [target]))
         torch.manual_seed(SEED + 3)
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:

@@ -221,6 +221,37 @@ def data_dependent():
     return DataDependent()
 
 
+class PlainTensorIndex(nn.Module):
+    """A model that indexes with a tensor that is neither a parameter nor a
+    buffer: a plain attribute (the exporter registers it as a buffer), or,
+    listed, one held in a list (on the CPU the trace takes it as a constant;
+    on meta it has no data to stand in for, as in Falcon's attention)."""
+
+    def __init__(self, listed=False):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(32, 64), nn.Linear(64, 10)
+        order = torch.arange(63, -1, -1)
+        self.listed = listed
+        if listed:
+            self.orders = [order]
+        else:
+            self.order = order
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x)[:, self.orders[0] if self.listed else self.order])
+
+    def example_input(self, batch):
+        return torch.randn(batch, 32)
+
+
+def plain_tensor_index():
+    return PlainTensorIndex()
+
+
+def listed_tensor_index():
+    return PlainTensorIndex(listed=True)
+
+
 def act_cnn():
     return ActCNN()
 
