@@ -122,15 +122,20 @@ META_SCALAR = " cannot be called on meta tensors"  # torch's text for .item() on
 
 def plain_tensor_attributes(module: torch.nn.Module) -> list:
     """(path, tensor) of each tensor held as a plain attribute of one of
-    `module`'s modules (`self.order = torch.arange(n)`) that is not one of
-    its parameters or buffers (transformers' rotary embeddings keep
-    `original_inv_freq`, the `inv_freq` buffer itself), each tensor once. It
-    lives on the device as a buffer does."""
+    `module`'s modules (`self.order = torch.arange(n)`), each tensor once.
+    Left out: one of the parameters or buffers itself, and a saved copy of
+    one, taken to be a plain attribute with the shape of a parameter or
+    buffer of its own module (transformers' rotary embeddings keep
+    `original_inv_freq`: the `inv_freq` buffer itself, or, after
+    `.to(dtype)`, its float32 original, which a step does not read)."""
     seen = {id(t) for t in module.parameters()} | {id(t) for t in module.buffers()}
     found = []
     for mod_name, mod in module.named_modules():
+        own = {tuple(t.shape) for t in list(mod.parameters(recurse=False))
+               + list(mod.buffers(recurse=False))}
         for name, value in vars(mod).items():
-            if isinstance(value, torch.Tensor) and id(value) not in seen:
+            if (isinstance(value, torch.Tensor) and id(value) not in seen
+                    and tuple(value.shape) not in own):
                 seen.add(id(value))
                 found.append((f"{mod_name}.{name}" if mod_name else name, value))
     return found
