@@ -240,9 +240,10 @@ TEST_CASE("planner: stopping trials past their bound gives the same plans") {
     for (int pct : {-10, 20, 50, 80}) {
       const int64_t budget = floor + (baseline - floor) * pct / 100;
       CAPTURE(budget);
-      for (PlanAlgorithm algorithm : {PlanAlgorithm::kGreedy, PlanAlgorithm::kAuto}) {
+      for (bool local_search : {false, true}) {  // the greedy's trials, then Improve's too
         PlannerOptions options;
-        options.algorithm = algorithm;
+        options.algorithm = PlanAlgorithm::kGreedy;
+        options.local_search = local_search;
         PlanResult whole, stopping;
         std::string err;
         options.stop_trials = false;
