@@ -106,13 +106,16 @@ class Replay {
     return g_.tensors[t].producer >= 0 ? " (not produced yet)" : "";
   }
 
+  // One more recompute run of op o, with its cost.
+  void ChargeRerun(int o) {
+    ++r_->recompute_runs;
+    if (!opt_.op_cost.empty()) r_->recompute_cost += opt_.op_cost[o];
+  }
   // The recompute runs and cost of the steps from `first` on, unchecked.
   void CountReruns(size_t first) {
     for (size_t s = first; s < p_.steps.size(); ++s) {
       const int o = p_.steps[s].op;
-      if (o < 0 || o >= static_cast<int>(runs_.size()) || ++runs_[o] == 1) continue;
-      ++r_->recompute_runs;
-      if (!opt_.op_cost.empty()) r_->recompute_cost += opt_.op_cost[o];
+      if (o >= 0 && o < static_cast<int>(runs_.size()) && ++runs_[o] > 1) ChargeRerun(o);
     }
   }
 
@@ -222,10 +225,7 @@ class Replay {
       r_->peak_step = step_;
     }
     if (snapshot_step_ == step_) Snapshot(&g_.ops[o], inplace_outs, workspace);
-    if (recompute) {
-      ++r_->recompute_runs;
-      if (!opt_.op_cost.empty()) r_->recompute_cost += opt_.op_cost[o];
-    }
+    if (recompute) ChargeRerun(o);
 
     // Apply: fresh copies vanish; in-place outputs take their inputs' buffers.
     for (auto [out, in] : step.inplace) {

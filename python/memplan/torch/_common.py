@@ -147,14 +147,18 @@ def data_dependent(e: BaseException) -> bool:
         isinstance(e, RuntimeError) and META_SCALAR in str(e))
 
 
+def _where(stack) -> str:
+    """The innermost module of `stack` (module paths) as an error names it."""
+    module = stack[-1] if stack else ""
+    return f"module '{module}'" if module else "the model's own code"
+
+
 def data_dependent_message(e: BaseException, stack) -> str:
     """What a data-dependent op on meta is: the op, the module (innermost of
     `stack`, module paths) and the way around."""
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
     op = getattr(e, "func", None) or text.split(META_SCALAR)[0]
-    module = stack[-1] if stack else ""
-    where = f"module '{module}'" if module else "the model's own code"
-    return (f"{op} in {where} needs a tensor's value (data-dependent), which a trace "
+    return (f"{op} in {_where(stack)} needs a tensor's value (data-dependent), which a trace "
             "without data (--device meta) does not have; export on --device cpu, with a "
             "smaller config if the model does not fit this machine")
 
@@ -172,9 +176,7 @@ def non_fake_message(e: BaseException, stack) -> str:
     of `stack`) and the ways around."""
     text = str(e)
     found = text.split("Found in ", 1)[1].split("(", 1)[0] if "Found in " in text else "an op"
-    module = stack[-1] if stack else ""
-    where = f"module '{module}'" if module else "the model's own code"
-    return (f"{found} in {where} reads a tensor that is neither an input, a parameter, a "
+    return (f"{found} in {_where(stack)} reads a tensor that is neither an input, a parameter, a "
             "buffer nor a tensor attribute of a module (one held in a list or a dict, or "
             "made outside the forward), which the trace cannot take as an input; register "
             "it as a buffer (register_buffer(name, tensor, persistent=False)); on --device "
