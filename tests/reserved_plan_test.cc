@@ -54,17 +54,59 @@ TEST_CASE("reserved_plan: the default budget follows what runs out") {
 TEST_CASE("reserved_plan: allocation budget rounds: the overshoot less, then bisection") {
   AllocationBudgetRounds rounds(100);
   CHECK(rounds.budget() == 100);
-  REQUIRE(rounds.Next(true, 120));  // fit 100, reserved 20 over: ask for 80
+  REQUIRE(rounds.Next(true, 100, 120));  // fit 100, reserved 20 over: ask for 80
   CHECK(rounds.budget() == 80);
-  REQUIRE(rounds.Next(false, 0));  // the planner misses 80: halfway to 100
+  REQUIRE(rounds.Next(false, 95, 0));  // the planner misses 80: halfway to 100
   CHECK(rounds.budget() == 90);
-  REQUIRE(rounds.Next(true, 105));  // 5 over at 90: 85, above the 80 missed
+  REQUIRE(rounds.Next(true, 90, 105));  // 5 over at 90: 85, above the 80 missed
   CHECK(rounds.budget() == 85);
-  REQUIRE(rounds.Next(true, 150));  // 50 over: 35 is below 80, so bisect (80, 85)
+  REQUIRE(rounds.Next(true, 85, 150));  // 50 over: 35 is below 80, so bisect (80, 85)
   CHECK(rounds.budget() == 82);
-  REQUIRE(rounds.Next(false, 0));  // (82, 85)
+  REQUIRE(rounds.Next(false, 90, 0));  // (82, 85)
   CHECK(rounds.budget() == 83);
-  CHECK_FALSE(rounds.Next(true, 101));  // (82, 83): nothing left between
+  CHECK_FALSE(rounds.Next(true, 83, 101));  // (82, 83): nothing left between
+}
+
+TEST_CASE("reserved_plan: allocation budget rounds never ask for a budget the plan meets") {
+  // A plan with slack under its budget (whole modules recompute or not): at
+  // 100 it peaks at 70 and reserves 105. The budget less the overshoot (95)
+  // would give the same plan again; its peak less the overshoot asks for 65.
+  AllocationBudgetRounds rounds(100);
+  REQUIRE(rounds.Next(true, 70, 105));
+  CHECK(rounds.budget() == 65);
+  // A plan whose peak is above the budget less the overshoot: as before.
+  AllocationBudgetRounds close(100);
+  REQUIRE(close.Next(true, 97, 105));
+  CHECK(close.budget() == 95);
+  // At the budget less the overshoot exactly: its peak less it.
+  AllocationBudgetRounds at(100);
+  REQUIRE(at.Next(true, 95, 105));
+  CHECK(at.budget() == 90);
+  // Below the highest budget the planner missed: bisect as before.
+  AllocationBudgetRounds missed(100);
+  REQUIRE(missed.Next(true, 100, 140));  // 60
+  REQUIRE(missed.Next(false, 0, 0));     // missed 60: 80
+  CHECK(missed.budget() == 80);
+  REQUIRE(missed.Next(true, 50, 105));  // 45 is below 60: bisect (60, 80)
+  CHECK(missed.budget() == 70);
+}
+
+TEST_CASE("reserved_plan: whole-module plans: the next budget is below the plan that missed") {
+  // At 130 MiB reserved, gpt_tiny's module plan peaks at 118.9 MiB and
+  // reserves 138 MiB. Lowering the 130 MiB allocation budget by the 8 MiB
+  // overshoot gives that plan back (122 MiB, then 114 MiB: three plans); its
+  // peak less the overshoot (110.9 MiB) needs a plan that drops more.
+  PlannerOptions options;
+  options.granularity = Granularity::kModule;
+  BudgetedPlan out;
+  std::string err;
+  REQUIRE(PlanForBudget(GptTiny(), 130 * MiB, BudgetOf::kReserved, options, alloc::Config(), 2,
+                        &out, &err));
+  REQUIRE(out.feasible);
+  CHECK(out.reserved.reserved_peak_bytes <= 130 * MiB);
+  REQUIRE(out.allocation_budgets.size() == 2);
+  CHECK(out.allocation_budgets[1] < 119 * MiB);
+  CHECK(out.plan.best.sim.peak_bytes <= out.allocation_budgets[1]);
 }
 
 TEST_CASE("reserved_plan: allocated budgets plan once and predict what is reserved") {

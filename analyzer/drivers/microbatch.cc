@@ -283,7 +283,7 @@ class Search {
         p->plan_budget_bytes = rounds.budget();
         p->plan_fits = fits;
       }
-      if (fits || !rounds.Next(r.feasible, reserved)) break;
+      if (fits || !rounds.Next(r.feasible, r.best.sim.peak_bytes, reserved)) break;
     }
     return true;
   }

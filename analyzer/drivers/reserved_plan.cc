@@ -39,13 +39,20 @@ BudgetOf DefaultBudgetOf(bool with_device, std::string_view target_device, bool 
   return BudgetOf::kAllocated;
 }
 
-bool AllocationBudgetRounds::Next(bool planner_fit, int64_t measured) {
+bool AllocationBudgetRounds::Next(bool planner_fit, int64_t plan_peak, int64_t measured) {
   if (planner_fit)
     hi_ = budget_;
   else
     lo_ = budget_;
-  // Ask for the overshoot less; below what the planner can meet, bisect.
-  int64_t next = planner_fit ? budget_ - (measured - target_) : -1;
+  // Ask for the overshoot less, but never for a budget the plan measured
+  // over already meets (it would come back): then its own peak less the
+  // overshoot. Below what the planner can meet, bisect.
+  int64_t next = -1;
+  if (planner_fit) {
+    const int64_t over = measured - target_;
+    next = budget_ - over;
+    if (next >= plan_peak) next = plan_peak - over;
+  }
   if (next <= lo_) next = lo_ + (hi_ - lo_) / 2;
   if (next <= lo_ || next >= hi_) return false;
   budget_ = next;
@@ -93,7 +100,8 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
       out->reserved = reserved;
       out->feasible = fits;
     }
-    if (fits || budget_of == BudgetOf::kAllocated || !rounds.Next(planner_fit, reserved_peak))
+    if (fits || budget_of == BudgetOf::kAllocated ||
+        !rounds.Next(planner_fit, result.best.sim.peak_bytes, reserved_peak))
       break;
   }
   if (device != nullptr) {

@@ -10,8 +10,10 @@
 //
 // Recipe (BudgetOf::kReserved): plan at the budget (PlanCheckpoints);
 // predict the plan's reserved peak; while it is over the budget, plan again
-// with the allocation budget lowered by the overshoot, or, once that is
-// below what the planner can meet, halfway between the two allocation
+// with the allocation budget lowered by the overshoot (or, where the plan's
+// own allocated peak is that low already, its peak less the overshoot: the
+// same plan must not come back), or, once that is below what the planner
+// can meet, halfway between the two allocation
 // budgets known to fail either way; at most kMaxReservedRounds plans. The
 // first plan whose reserved peak fits is returned; if none does, the one
 // with the lowest reserved peak (feasible false). BudgetOf::kAllocated plans
@@ -61,16 +63,17 @@ BudgetOf DefaultBudgetOf(bool with_device, std::string_view target_device, bool 
 // The allocation budgets of the recipe above, one round at a time, for any
 // measure of a plan against `target` bytes (the reserved budget): start at
 // `target`; after a plan that met its allocation budget (planner_fit) but
-// measured over `target`, ask for the overshoot less; below what the planner
-// can meet, bisect between the highest budget it missed and the lowest whose
-// plan measured over. Invariant: lo < budget < hi while the search goes on.
+// measured over `target`, ask for the overshoot less, or for the plan's own
+// peak (`plan_peak`) less it where the plan already meets the budget less
+// the overshoot; below what the planner can meet, bisect between the highest budget it missed and
+// the lowest whose plan measured over. Invariant: lo < budget < hi while the search goes on.
 class AllocationBudgetRounds {
  public:
   explicit AllocationBudgetRounds(int64_t target) : target_(target), budget_(target), hi_(target) {}
   int64_t budget() const { return budget_; }  // the allocation budget to plan at
   // Records the plan at budget(); false when no budget is left to try (the
   // caller stops after kMaxReservedRounds plans, or once a plan fits).
-  bool Next(bool planner_fit, int64_t measured);
+  bool Next(bool planner_fit, int64_t plan_peak, int64_t measured);
 
  private:
   int64_t target_, budget_, hi_, lo_ = -1;
