@@ -636,6 +636,35 @@ def call_problems(doc):
     return out
 
 
+def monotone_problems(doc):
+    """Micro-batch answers that fall as the world size grows: more ranks shard
+    the same model states thinner and leave each rank's activations as they
+    are, so the model says no answer may fall (a fall is a search's miss)."""
+    columns = (("micro-batch, no plan", lambda r: (r.get("search_module") or {}).get("baseline")),
+               ("micro-batch, plan (op)", lambda r: (r.get("search_op") or {}).get("checkpointed")),
+               ("micro-batch, plan (layers)",
+                lambda r: (r.get("search_module") or {}).get("checkpointed")),
+               ("micro-batch, plan (layers), 80 GB reserved", lambda r: r.get("layers_reserved")))
+    out = []
+    for mr in doc["models"].values():
+        worlds = sorted(mr.get("worlds", []), key=lambda r: r["world_size"])
+        for label, cell in columns:
+            last = None  # (world, micro-batch) of the last world with an answer
+            for r in worlds:
+                c = cell(r)
+                if not c or (c.get("found") is False):
+                    mb = 0 if c else None
+                else:
+                    mb = c.get("micro_batch") or 0
+                if mb is None:
+                    continue
+                if last and mb < last[1]:
+                    out.append(f"{mr['label']}, {label}: {mb} on {r['world_size']} ranks, "
+                               f"below {last[1]} on {last[0]} (not monotone in the world size)")
+                last = (r["world_size"], mb)
+    return out
+
+
 def machine():
     cpu, mem = "", ""
     try:
@@ -678,7 +707,7 @@ def main():
         doc["problems"] = [p for p in doc["problems"] if ", " not in p.split(":")[0]
                            and p not in doc.get("notes", [])]
         doc["notes"] = args.note or doc.get("notes", [])
-        doc["problems"] += call_problems(doc) + doc["notes"]
+        doc["problems"] += call_problems(doc) + monotone_problems(doc) + doc["notes"]
         doc["method"], doc["readme_notes"] = METHOD, README_NOTES
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
@@ -745,7 +774,7 @@ def main():
                 doc["fsdp_units_check"] = {"model": m["label"], "world_size": worlds[0],
                                            "runs": fsdp_depth_check(mp, key, e["graph"], worlds[0])}
     doc["notes"] = args.note
-    doc["problems"] = doc["problems"] + call_problems(doc) + args.note
+    doc["problems"] = doc["problems"] + call_problems(doc) + monotone_problems(doc) + args.note
     doc["method"] = METHOD
     doc["readme_notes"] = README_NOTES
     with open(args.json, "w") as f:
