@@ -124,7 +124,7 @@ class ProgramBuilder {
     // Sorted and distinct by a pass over the tensors (no sort: it is long).
     std::vector<int>& tensors = result_.recomputed_tensors;
     if (!tensors.empty()) {
-      std::vector<bool> recomputed(g_.tensors.size(), false);
+      std::vector<uint8_t> recomputed(g_.tensors.size(), 0);
       for (int t : tensors) recomputed[t] = true;
       tensors.clear();
       for (size_t t = 0; t < recomputed.size(); ++t)
@@ -324,11 +324,13 @@ class ProgramBuilder {
   const std::vector<int>& recompute_group_;
   const std::vector<bool>& each_use_;
   const std::vector<bool>& reverse_order_;
-  const std::vector<int> order_;         // ScheduleOrder
-  std::vector<int> runs_;                // the program's op runs, in order
-  std::vector<bool> alive_, continues_;  // by tensor
-  std::vector<bool> rerun_;              // by op: rerun, its outputs still alive
-  std::vector<int> stack_;               // Ensure's
+  const std::vector<int> order_;  // ScheduleOrder
+  std::vector<int> runs_;         // the program's op runs, in order
+  // Bytes, not bits, where the loops test and set them most.
+  std::vector<uint8_t> alive_;   // by tensor
+  std::vector<bool> continues_;  // by tensor (BuildProgram's keep)
+  std::vector<uint8_t> rerun_;   // by op: rerun, its outputs still alive
+  std::vector<int> stack_;       // Ensure's
   const int64_t max_reruns_;
   CheckpointProgram result_;
   // Recompute groups (PlanGroups), by group.

@@ -121,13 +121,24 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
   };
   std::vector<Instance> instances;
   instances.reserve(g.tensors.size() + steps);
-  std::vector<int> current(g.tensors.size(), -1);
+  // By tensor: its instance now (-1: none yet) and that instance's last use
+  // so far, side by side (one cache line per use); written back to the
+  // instance when the next one starts and after the pass.
+  struct Current {
+    int instance = -1;
+    int last = -1;
+  };
+  std::vector<Current> current(g.tensors.size());
+  auto write_back = [&](int t) {
+    if (current[t].instance >= 0) instances[current[t].instance].last = current[t].last;
+  };
   auto start = [&](int t, int step) {
-    current[t] = static_cast<int>(instances.size());
+    write_back(t);
+    current[t] = {static_cast<int>(instances.size()), step};
     instances.push_back({t, step});
   };
   auto use = [&](int t, int step) {
-    if (current[t] >= 0) instances[current[t]].last = std::max(instances[current[t]].last, step);
+    if (current[t].instance >= 0) current[t].last = std::max(current[t].last, step);
   };
   // Reruns that remake a kept tensor: (step, tensor, the kept instance).
   std::vector<std::array<int, 3>> remade;
@@ -141,11 +152,12 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
     const std::span<const int> inputs = topo.Inputs(o), outputs = topo.Outputs(o);
     if (outputs.size() != 1 || inputs.empty()) return;
     const int in = inputs[0], out = outputs[0];
-    if (topo.IsView(in) || topo.IsView(out) || continues(in) || current[in] < 0) return;
+    if (topo.IsView(in) || topo.IsView(out) || continues(in) || current[in].instance < 0) return;
     if (topo.bytes[in] != topo.bytes[out]) return;
     if (std::count(inputs.begin(), inputs.end(), in) != 1) return;
     if (!view_lists) view_lists = std::make_unique<ViewLists>(topo);
-    TakeOverCandidate c{p, out, in, current[in], static_cast<int>(candidate_views.size()), 0};
+    TakeOverCandidate c{p, out, in, current[in].instance, static_cast<int>(candidate_views.size()),
+                        0};
     stack.clear();
     view_lists->PushViews(in, &stack);
     while (!stack.empty()) {
@@ -155,7 +167,7 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
         candidate_views.resize(c.views_begin);
         return;
       }
-      if (current[w] >= 0) candidate_views.push_back(current[w]);
+      if (current[w].instance >= 0) candidate_views.push_back(current[w].instance);
       view_lists->PushViews(w, &stack);
     }
     c.views_end = static_cast<int>(candidate_views.size());
@@ -166,14 +178,16 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
     for (int t : topo.Inputs(o)) use(t, p);
     if (mode == AccumulationMode::kInplace && topo.accumulate[o]) note_candidate(p, o);
     for (int t : topo.Outputs(o)) {
-      if (current[t] < 0 || !continues(t))
+      if (current[t].instance < 0 || !continues(t))
         start(t, p);
       else
-        remade.push_back({p, t, current[t]});
+        remade.push_back({p, t, current[t].instance});
       int base = topo.alias_of[t];  // a view is made from its base
       if (base >= 0) use(base, p);
     }
   }
+
+  for (size_t t = 0; t < current.size(); ++t) write_back(static_cast<int>(t));
 
   // In-place takeovers: the sum's last use is this step and no view of it
   // is used here or later.

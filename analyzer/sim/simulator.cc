@@ -339,7 +339,7 @@ class Replay {
   int snapshot_step_ = -2;
   int step_ = -1;
   int64_t live_ = 0;
-  std::vector<bool> alive_;
+  std::vector<uint8_t> alive_;  // bytes, not bits: tested and set at every step
   std::vector<int> buffer_of_, gone_at_, consumed_at_, runs_, first_run_;
   std::vector<Buffer> buffers_;
   std::vector<int> taken_by_, inplace_outs_, fresh_outs_;  // RunStep's, per step
