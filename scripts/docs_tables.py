@@ -653,6 +653,13 @@ def search_speed():
     return bench_module("search_speed").table_lines(load("search_speed.json"))
 
 
+@generator("search_speed_kernel.json")
+def search_speed_kernel():
+    """The op-level searches again, before and after a change to the scoring
+    kernel (bench/search_speed.py --kinds op:allocated)."""
+    return bench_module("search_speed").table_lines(load("search_speed_kernel.json"))
+
+
 @generator("plan_speed.json")
 def plan_speed():
     """Single plans on the synthetic chains and transformers, two builds in one run

@@ -1,6 +1,7 @@
 #include "analyzer/sim/checkpoint.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace memplan {
 
