@@ -83,8 +83,8 @@ def spec_of(m):
 def fsdp_units(m):
     """FSDP2 as the HF/accelerate recipe applies it: fully_shard on every
     decoder layer, then on the root (embeddings, final norm, lm_head). The
-    exporter's scopes carry the CausalLM wrapper's "lm." prefix, so the
-    default --fsdp-depth 2 would make "lm.model" (all layers at once) a unit."""
+    CLI's default depth (that of the first numbered modules) picks the same
+    units on these scopes; listing them keeps the bench independent of it."""
     return [f"lm.model.layers.{i}" for i in range(m["num_hidden_layers"])]
 
 
@@ -800,8 +800,9 @@ METHOD = [
     "One rank's step: `--optimizer adam` (two fp32 moments), `--parallel fsdp --world-size N`, "
     "FSDP units `--fsdp-modules lm.model.layers.0 ... lm.model.layers.L-1` (fully_shard per decoder "
     "layer, then the root: embed_tokens, final norm, lm_head, not resharded after forward), "
-    "reshard after forward on. The CLI default `--fsdp-depth 2` does not fit these scopes "
-    "(see the FSDP units section).",
+    "reshard after forward on. The CLI's default `--fsdp-depth` (the depth of the first "
+    "numbered modules) picks the same units here (see the FSDP units section, whose "
+    "`depth2_default` row is the CLI without `--fsdp-depth`).",
     "Budget: `--budget 80GB` = 80e9 B per rank, bounding the allocation-level peak "
     "(`--budget-of allocated`, the plan default without `--device`); the caching allocator's "
     "reserved peak is in the JSON (`reserved_peak_bytes`). An H100 80GB has 79.6 GiB (85.5e9 B) "
