@@ -13,11 +13,10 @@
 // with the allocation budget lowered by the overshoot (or, where the plan's
 // own allocated peak is that low already, its peak less the overshoot: the
 // same plan must not come back), or, once that is below what the planner
-// can meet, halfway between the two allocation
-// budgets known to fail either way; at most kMaxReservedRounds plans. The
-// first plan whose reserved peak fits is returned; if none does, the one
-// with the lowest reserved peak (feasible false). BudgetOf::kAllocated plans
-// once and only predicts.
+// can meet, halfway between the two allocation budgets known to fail either
+// way; at most kMaxReservedRounds plans. The first plan whose reserved peak
+// fits is returned; if none does, the one with the lowest reserved peak
+// (feasible false). BudgetOf::kAllocated plans once and only predicts.
 //
 // Complexity: up to kMaxReservedRounds plans plus as many reserved replays.
 //
@@ -65,8 +64,9 @@ BudgetOf DefaultBudgetOf(bool with_device, std::string_view target_device, bool 
 // `target`; after a plan that met its allocation budget (planner_fit) but
 // measured over `target`, ask for the overshoot less, or for the plan's own
 // peak (`plan_peak`) less it where the plan already meets the budget less
-// the overshoot; below what the planner can meet, bisect between the highest budget it missed and
-// the lowest whose plan measured over. Invariant: lo < budget < hi while the search goes on.
+// the overshoot; below what the planner can meet, bisect between the highest
+// budget it missed and the lowest whose plan measured over. Invariant:
+// lo < budget < hi while the search goes on.
 class AllocationBudgetRounds {
  public:
   explicit AllocationBudgetRounds(int64_t target) : target_(target), budget_(target), hi_(target) {}
