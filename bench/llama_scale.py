@@ -640,7 +640,8 @@ def monotone_problems(doc):
     """Micro-batch answers that fall as the world size grows: more ranks shard
     the same model states thinner and leave each rank's activations as they
     are, so the model says no answer may fall (a fall is a search's miss)."""
-    columns = (("micro-batch, no plan", lambda r: (r.get("search_module") or {}).get("baseline")),
+    columns = (("micro-batch, no plan",  # as the table's cell: the op search's where no module one
+                lambda r: (r.get("search_module") or r.get("search_op") or {}).get("baseline")),
                ("micro-batch, plan (op)", lambda r: (r.get("search_op") or {}).get("checkpointed")),
                ("micro-batch, plan (layers)",
                 lambda r: (r.get("search_module") or {}).get("checkpointed")),
@@ -652,12 +653,9 @@ def monotone_problems(doc):
             last = None  # (world, micro-batch) of the last world with an answer
             for r in worlds:
                 c = cell(r)
-                if not c or (c.get("found") is False):
-                    mb = 0 if c else None
-                else:
-                    mb = c.get("micro_batch") or 0
-                if mb is None:
+                if not c:  # not run
                     continue
+                mb = (c.get("micro_batch") or 0) if c.get("found", True) else 0
                 if last and mb < last[1]:
                     out.append(f"{mr['label']}, {label}: {mb} on {r['world_size']} ranks, "
                                f"below {last[1]} on {last[0]} (not monotone in the world size)")
