@@ -11,6 +11,8 @@ bool Contains(const std::vector<int>& v, int x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+std::vector<int> GradientSteps(const Graph& g, const Program& program);
+
 struct Buffer {
   int owner;
   int64_t bytes;
@@ -21,13 +23,7 @@ struct Buffer {
 class Replay {
  public:
   Replay(const Graph& g, const Program& p, const SimOptions& o, SimResult* r)
-      : g_(g),
-        topo_(g.topology),
-        p_(p),
-        opt_(o),
-        r_(r),
-        kept_(KeptToEnd(g)),
-        lean_(o.peak_only && !o.accumulating_gradients) {}
+      : g_(g), topo_(g.topology), p_(p), opt_(o), r_(r), kept_(KeptToEnd(g)), lean_(o.peak_only) {}
 
   // snapshot_step: collect live_at_peak at this step (-1: after start-up).
   // With snapshot_step >= -1, stops right after collecting what is alive
@@ -52,6 +48,7 @@ class Replay {
     buffers_.reserve(nt + p_.steps.size() / 2);
     live_ = 0;
     *r_ = SimResult();
+    if (lean_ && opt_.accumulating_gradients) CountAccumulators();
     if (!lean_) {
       r_->live_during.reserve(p_.steps.size());
       r_->live_after.reserve(p_.steps.size());
@@ -61,8 +58,8 @@ class Replay {
       if (topo_.resident[t] && !topo_.IsView(int(t))) Allocate(int(t), -1);
     for (size_t t = 0; t < nt; ++t)
       if (topo_.resident[t] && topo_.IsView(int(t))) Alias(int(t), topo_.base[t]);
-    r_->start_bytes = live_;
-    r_->peak_bytes = live_;
+    r_->start_bytes = live_ + pending_;
+    r_->peak_bytes = r_->start_bytes;
     r_->peak_step = -1;
     if (snapshot_step_ == -1) {
       Snapshot(nullptr, {}, 0);
@@ -73,6 +70,7 @@ class Replay {
       const Step& step = p_.steps[s];
       bool ok = step.IsRun() ? RunStep(step) : FreeStep(step);
       if (!ok) return false;
+      if (!made_at_.empty()) pending_ -= made_at_[s];
       if (step_ == snapshot_step_) return true;
       if (lean_ && r_->peak_bytes > opt_.stop_above) {
         CountReruns(s + 1);
@@ -116,6 +114,21 @@ class Replay {
     for (size_t s = first; s < p_.steps.size(); ++s) {
       const int o = p_.steps[s].op;
       if (o >= 0 && o < static_cast<int>(runs_.size()) && ++runs_[o] > 1) ChargeRerun(o);
+    }
+  }
+
+  // Lean replays with accumulating_gradients count the accumulators as they
+  // go, as AddAccumulators does after a full replay: pending_ holds the
+  // bytes of the gradients not made before the current step, made_at_ what
+  // each step makes.
+  void CountAccumulators() {
+    const std::vector<int> made_step = GradientSteps(g_, p_);
+    made_at_.assign(p_.steps.size(), 0);
+    pending_ = 0;
+    for (size_t t = 0; t < made_step.size(); ++t) {
+      if (made_step[t] < 0) continue;
+      made_at_[made_step[t]] += g_.tensors[t].bytes;
+      pending_ += g_.tensors[t].bytes;
     }
   }
 
@@ -215,7 +228,7 @@ class Replay {
       }
     }
     const int64_t workspace = topo_.workspace_bytes[o];
-    int64_t during = live_ + added + fresh + workspace;
+    int64_t during = live_ + added + fresh + workspace + pending_;
     if (!lean_) {
       r_->live_during.push_back(during);
       r_->recompute.push_back(recompute);
@@ -339,7 +352,9 @@ class Replay {
   int snapshot_step_ = -2;
   int step_ = -1;
   int64_t live_ = 0;
-  std::vector<uint8_t> alive_;  // bytes, not bits: tested and set at every step
+  int64_t pending_ = 0;           // CountAccumulators'
+  std::vector<int64_t> made_at_;  // by step; empty unless lean and accumulating
+  std::vector<uint8_t> alive_;    // bytes, not bits: tested and set at every step
   std::vector<int> buffer_of_, gone_at_, consumed_at_, runs_, first_run_;
   std::vector<Buffer> buffers_;
   std::vector<int> taken_by_, inplace_outs_, fresh_outs_;  // RunStep's, per step
@@ -396,7 +411,9 @@ bool Simulate(const Graph& g, const Program& program, const SimOptions& options,
     Replay replay(g, program, options, result);
     if (!replay.Run(-2, err)) return false;
   }
-  if (options.accumulating_gradients) AddAccumulators(g, GradientSteps(g, program), result);
+  // A lean replay counted the accumulators itself.
+  if (options.accumulating_gradients && !options.peak_only)
+    AddAccumulators(g, GradientSteps(g, program), result);
   if (!options.collect_live_at_peak) return true;
   return CollectLiveAtPeak(g, program, options, result, err);
 }

@@ -38,11 +38,11 @@ struct SimOptions {
   // Only the figures: peak_bytes, peak_step, start_bytes, end_bytes,
   // recompute_cost and recompute_runs (and live_at_peak when collected);
   // live_during, live_after, recompute and intervals stay empty. For a
-  // search that scores many programs. Ignored with accumulating_gradients
-  // (its peak is made from live_during).
+  // search that scores many programs. With accumulating_gradients the
+  // accumulators are counted as the replay goes: the same figures.
   bool peak_only = false;
-  // With peak_only (and not accumulating_gradients): stop at the first step
-  // whose live bytes pass this. The result is then stopped: peak_bytes and
+  // With peak_only: stop at the first step whose live bytes (accumulators
+  // included) pass this. The result is then stopped: peak_bytes and
   // peak_step are that step's (peak_bytes > stop_above, at most the
   // program's peak), start_bytes is set, end_bytes is not, and
   // recompute_cost and recompute_runs count the whole program. The steps
