@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "analyzer/base/units.h"
+#include "analyzer/drivers/batch_bracket.h"
 #include "analyzer/plan/cost_model.h"
 
 namespace memplan {
@@ -328,7 +329,7 @@ class Search {
   // grow with the batch), k from the point at `over` (over the budget); 0 or
   // less when not even batch 1 would fit. kNoGuess when the model does not
   // apply.
-  static constexpr int64_t kNoGuess = std::numeric_limits<int64_t>::min();
+  static constexpr int64_t kNoGuess = BatchBracket::kNoGuess;
   bool Guess(bool with_plan, int64_t over, int64_t* guess, std::string* err) {
     *guess = kNoGuess;
     BatchPoint *one, *two, *p;
@@ -370,34 +371,20 @@ class Search {
       *best = n;
       return true;
     }
-    // fits(lo) (or lo = 0), !fits(hi). Each probe is the model's guess
-    // (Guess, from the nearest batch over the budget), clamped into the
-    // bracket, so a right guess is confirmed by the next batch up; after two
-    // guesses in a row that did not halve the bracket, its midpoint. The
-    // same answer as bisection when fitting is monotone in the batch.
-    int64_t lo = std::clamp<int64_t>(fits_at_least, 0, n - 1), hi = n;
-    int stalls = 0;
-    while (hi - lo > 1) {
-      int64_t mid = lo + (hi - lo) / 2;
-      bool guessed = false;
-      if (stalls < 2) {
-        int64_t guess = kNoGuess;
-        if (!Guess(with_plan, hi, &guess, err)) return false;
-        if (guess != kNoGuess) {
-          mid = std::clamp(guess, lo + 1, hi - 1);
-          guessed = true;
-        }
-      }
-      const int64_t before = hi - lo;
+    // The bracket's tries: batch_bracket.h.
+    BatchBracket bracket(std::clamp<int64_t>(fits_at_least, 0, n - 1), n);
+    while (!bracket.Done()) {
+      int64_t guess = kNoGuess;
+      if (bracket.WantsGuess() && !Guess(with_plan, bracket.hi(), &guess, err)) return false;
+      const int64_t mid = bracket.Next(guess);
       // mid + 1 on the second thread: when mid fits, it closes the bracket
       // or moves its bottom one further.
-      Probe above(this, mid + 1 < hi ? mid + 1 : 0, with_plan);
+      Probe above(this, mid + 1 < bracket.hi() ? mid + 1 : 0, with_plan);
       if (!fits(mid, &ok) || !above.Join(err)) return false;
-      (ok ? lo : hi) = mid;
-      if (ok && above.point() != nullptr) (above.Fits(with_plan) ? lo : hi) = mid + 1;
-      stalls = guessed && 2 * (hi - lo) > before ? stalls + 1 : 0;
+      const bool above_known = above.point() != nullptr;
+      bracket.Record(ok, above_known, above_known && above.Fits(with_plan));
     }
-    *best = lo;
+    *best = bracket.lo();
     return true;
   }
 

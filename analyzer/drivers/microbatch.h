@@ -22,11 +22,11 @@
 // wherever the baseline does): each probe is where the bytes would reach the
 // budget if they grew linearly in the batch (the baseline's bytes at batches
 // 1 and 2 give what does not grow, the nearest batch over the budget the
-// slope), or the bracket's midpoint after a guess that did not halve it;
-// with fitting monotone in the batch, bisection's answer in fewer plans. The
-// result is checked: the chosen micro-batch fits, the next one up does not,
-// and the peaks met are non-decreasing in the batch (monotone = false
-// otherwise: the answer is then not proven maximal).
+// slope), or, after two guesses that did not halve it, one try without the
+// model (batch_bracket.h); with fitting monotone in the batch, bisection's
+// answer in fewer plans. The result is checked: the chosen micro-batch fits,
+// the next one up does not, and the peaks met are non-decreasing in the
+// batch (monotone = false otherwise: the answer is then not proven maximal).
 //
 // What the budget bounds (MicroBatchOptions::budget_of, reserved_plan.h).
 // Allocated bytes: the peaks above; at a batch that accumulates, the planner
