@@ -11,8 +11,8 @@
 // first time the last try fitted (the guesses crept up from below: the
 // slope comes from a batch far over the budget, whose plan could not
 // compress its bytes as far as plans near the boundary do, so the line
-// falls short), when it is lo + 1 (with lo + 2 beside it), which ends the search if the guesses
-// had reached the boundary. Then the guesses again.
+// falls short), when it is lo + 1 (with lo + 2 beside it), which ends the
+// search if the guesses had reached the boundary. Then the guesses again.
 //
 // Complexity: with fitting monotone in the batch, the same answer as
 // bisection, in at most 3 log2(N) + 3 tries even where the model is wrong:
@@ -23,8 +23,9 @@
 //
 // Where it falls short: the model's guess is only as good as a line through
 // the baseline at batches 1 and 2 and the nearest batch over the budget;
-// guesses that creep cost a try or two more than a perfect guess, and lo + 1 is one try more than
-// the midpoint would have been where the boundary is far above the guesses.
+// guesses that creep cost a try or two more than a perfect guess, and
+// lo + 1 is one try more than the midpoint would have been where the
+// boundary is far above the guesses.
 #ifndef MEMPLAN_ANALYZER_DRIVERS_BATCH_BRACKET_H_
 #define MEMPLAN_ANALYZER_DRIVERS_BATCH_BRACKET_H_
 
