@@ -13,6 +13,21 @@ bool Contains(const std::vector<int>& v, int x) {
 
 std::vector<int> GradientSteps(const Graph& g, const Program& program);
 
+// The accumulators' bytes: by step, what the gradients made there hold
+// (*made_at, `steps` entries, from GradientSteps' `made_step`); returns the
+// total, alive from the start.
+int64_t AccumulatorBytes(const Graph& g, const std::vector<int>& made_step, size_t steps,
+                         std::vector<int64_t>* made_at) {
+  made_at->assign(steps, 0);
+  int64_t total = 0;
+  for (size_t t = 0; t < made_step.size(); ++t) {
+    if (made_step[t] < 0) continue;
+    (*made_at)[made_step[t]] += g.tensors[t].bytes;
+    total += g.tensors[t].bytes;
+  }
+  return total;
+}
+
 struct Buffer {
   int owner;
   int64_t bytes;
@@ -118,18 +133,11 @@ class Replay {
   }
 
   // Lean replays with accumulating_gradients count the accumulators as they
-  // go, as AddAccumulators does after a full replay: pending_ holds the
+  // go (AddAccumulators adds them after a full replay): pending_ holds the
   // bytes of the gradients not made before the current step, made_at_ what
   // each step makes.
   void CountAccumulators() {
-    const std::vector<int> made_step = GradientSteps(g_, p_);
-    made_at_.assign(p_.steps.size(), 0);
-    pending_ = 0;
-    for (size_t t = 0; t < made_step.size(); ++t) {
-      if (made_step[t] < 0) continue;
-      made_at_[made_step[t]] += g_.tensors[t].bytes;
-      pending_ += g_.tensors[t].bytes;
-    }
+    pending_ = AccumulatorBytes(g_, GradientSteps(g_, p_), p_.steps.size(), &made_at_);
   }
 
   int Allocate(int t, int step) {
@@ -382,13 +390,8 @@ std::vector<int> GradientSteps(const Graph& g, const Program& program) {
 // live_after, start_bytes and the peak.
 void AddAccumulators(const Graph& g, const std::vector<int>& made_step, SimResult* r) {
   const size_t n = r->live_during.size();
-  std::vector<int64_t> made_at(n + 1, 0);
-  int64_t pending = 0;
-  for (size_t t = 0; t < made_step.size(); ++t) {
-    if (made_step[t] < 0) continue;
-    made_at[made_step[t]] += g.tensors[t].bytes;
-    pending += g.tensors[t].bytes;
-  }
+  std::vector<int64_t> made_at;
+  int64_t pending = AccumulatorBytes(g, made_step, n + 1, &made_at);
   r->start_bytes += pending;
   r->peak_bytes = r->start_bytes;
   r->peak_step = -1;
