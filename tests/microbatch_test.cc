@@ -4,7 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "analyzer/import/graph_json.h"
@@ -516,6 +520,72 @@ TEST_CASE("PlanMicroBatches: two probe threads give one thread's answers") {
       if (p.planned && q->planned) CHECK(q->plan_peak_bytes == p.plan_peak_bytes);
     }
   }
+}
+
+TEST_CASE("PlannerOptions::cancel stops a plan before its first program") {
+  JointGraph jg;
+  std::string err;
+  REQUIRE_MESSAGE(GptAt(64, &jg, &err), err);
+  std::atomic<bool> cancel{true};
+  PlannerOptions o;
+  o.cancel = &cancel;
+  int64_t programs = 0;
+  o.progress = [&](int64_t) { ++programs; };
+  PlanResult r;
+  CHECK_FALSE(PlanCheckpoints(jg.graph, 60 * kMiB, o, &r, &err));
+  CHECK(err == "the plan was cancelled");
+  CHECK(programs == 0);
+  cancel = false;
+  err.clear();
+  CHECK_MESSAGE(PlanCheckpoints(jg.graph, 60 * kMiB, o, &r, &err), err);
+  CHECK(programs > 0);
+}
+
+TEST_CASE("PlanMicroBatches: a fitting probe stops the plan below it, listed unplanned") {
+  // Under a budget of 90 MiB reserved the search tries 3 with 4 beside it
+  // on the second thread, and both fit. Batch 3 loads slowly here, so 4's
+  // answer comes first: 3's plan stops before its first program, 3 is taken
+  // to fit, and its plan is not listed.
+  auto slow_three = [](int64_t b, JointGraph* jg, std::string* err) {
+    if (b == 3) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return GptAt(b, jg, err);
+  };
+  const MicroBatchResult two =
+      SearchOf(slow_three, 100, 90 * kMiB, BudgetOf::kReserved, nullptr, 2);
+  const MicroBatchResult one = SearchOf(GptAt, 100, 90 * kMiB, BudgetOf::kReserved);
+  CHECK(AnswerOf(two.checkpointed) == AnswerOf(one.checkpointed));
+  CHECK(two.checkpointed.recompute_cost == one.checkpointed.recompute_cost);
+  CHECK(two.stopped_plans == 1);
+  CHECK(one.stopped_plans == 0);
+  const BatchPoint* three = FindPoint(two, 3);
+  const BatchPoint* four = FindPoint(two, 4);
+  REQUIRE(three != nullptr);
+  REQUIRE(four != nullptr);
+  CHECK_FALSE(three->planned);
+  CHECK(four->planned);
+  CHECK(four->plan_fits);
+  // Without the delay 3's plan may finish first: it is forgotten all the
+  // same, so the points listed do not depend on the timing.
+  const MicroBatchResult fast = SearchOf(GptAt, 100, 90 * kMiB, BudgetOf::kReserved, nullptr, 2);
+  REQUIRE(fast.evaluated.size() == two.evaluated.size());
+  for (size_t i = 0; i < two.evaluated.size(); ++i) {
+    CAPTURE(two.evaluated[i].batch);
+    CHECK(fast.evaluated[i].batch == two.evaluated[i].batch);
+    CHECK(fast.evaluated[i].planned == two.evaluated[i].planned);
+    CHECK(fast.evaluated[i].plan_peak_bytes == two.evaluated[i].plan_peak_bytes);
+  }
+}
+
+TEST_CASE("PlanMicroBatches: trying every size, the probe below an answer is not listed planned") {
+  const MicroBatchResult two = SearchOf(GptAt, 24, 200 * kMiB, BudgetOf::kAllocated, nullptr, 2);
+  REQUIRE(two.search == "exhaustive");
+  REQUIRE(two.checkpointed.found);
+  const int64_t below = two.checkpointed.micro_batch - 1;
+  REQUIRE(below != two.checkpointed.last_micro_batch);
+  const BatchPoint* p = FindPoint(two, below);
+  REQUIRE(p != nullptr);  // probed while the answer was planned
+  REQUIRE_FALSE(p->baseline_fits);
+  CHECK_FALSE(p->planned);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <future>
 #include <limits>
@@ -173,44 +174,76 @@ class Search {
         p.baseline_fits = Bounded(p.baseline_reserved_bytes) <= o_.budget_bytes;
       }
       for (double c : OpCosts(g, o_.planner.cost)) p.step_cost += c;
-      p.plan_peak_bytes = p.baseline_peak_bytes;  // keeping everything is a checkpoint set
-      p.plan_reserved_bytes = p.baseline_reserved_bytes;
-      p.plan_fits = p.baseline_fits;
-      p.plan_budget_bytes = o_.budget_bytes;
+      ClearPlan(&p);  // keeping everything is a checkpoint set
     }
     if (with_plan && !p.baseline_fits && !p.planned) {
       p.planned = true;
       if (!(BoundsReserved() ? PlanReserved(g, b, planner, &p, err)
-                             : PlanAllocated(g, b, planner, &p, err)))
-        return false;
+                             : PlanAllocated(g, b, planner, &p, err))) {
+        if (*err != kPlanCancelled) return false;
+        err->clear();
+        ClearPlan(&p);  // stopped (PlannerOptions::cancel): the baseline alone
+        stopped_plans_.fetch_add(1);
+      }
     }
     return true;
+  }
+
+  // Point p's plan as the baseline's, unplanned.
+  void ClearPlan(BatchPoint* p) const {
+    p->planned = false;
+    p->plan_peak_bytes = p->baseline_peak_bytes;
+    p->plan_reserved_bytes = p->baseline_reserved_bytes;
+    p->plan_fits = p->baseline_fits;
+    p->plan_budget_bytes = o_.budget_bytes;
+    p->recompute_cost = 0;
+  }
+
+  // Forgets batch b's plan, keeping its baseline: a plan whose answer the
+  // other thread's point implied (so the points listed do not depend on
+  // which thread finished first, or whether a stop came in time).
+  void Unplan(int64_t b) {
+    std::lock_guard<std::mutex> lock(points_mutex_);
+    auto it = points_.find(b);
+    if (it != points_.end()) ClearPlan(&it->second);
   }
 
   // Starts evaluating batch b on another thread when probes may run two at
   // a time and b is new (or not yet planned); the returned future, if valid,
   // must be waited for. The second thread reports no progress.
-  std::future<bool> Speculate(int64_t b, bool with_plan, BatchPoint** out, std::string* err) {
+  // `stop`: stops its plan when set; `on_fit`: set once b fits (if not null).
+  std::future<bool> Speculate(int64_t b, bool with_plan, BatchPoint** out, std::string* err,
+                              const std::atomic<bool>* stop, std::atomic<bool>* on_fit) {
     if (o_.probe_threads < 2 || b < 1 || b > o_.global_batch) return {};
     if (Known(b, with_plan)) return {};
-    return std::async(std::launch::async, [this, b, with_plan, out, err] {
+    return std::async(std::launch::async, [this, b, with_plan, out, err, stop, on_fit] {
       PlannerOptions quiet = o_.planner;
       quiet.progress = nullptr;
       quiet.stage = nullptr;
-      return Eval(b, with_plan, quiet, out, err);
+      quiet.cancel = stop;
+      if (!Eval(b, with_plan, quiet, out, err)) return false;
+      const BatchPoint& p = **out;
+      if (on_fit != nullptr && Complete(p, b, with_plan) &&
+          (with_plan ? p.plan_fits : p.baseline_fits))
+        on_fit->store(true);
+      return true;
     });
   }
 
   // A batch evaluated on the second thread meanwhile (Speculate); nothing
   // when b is 0, known, or probes run one at a time. Join before reading.
+  // When it fits it sets `on_fit` (if not null): the main thread's plan
+  // stops when its answer no longer matters. Stop() stops its own plan.
   class Probe {
    public:
-    Probe(Search* search, int64_t b, bool with_plan) {
-      if (b > 0) future_ = search->Speculate(b, with_plan, &point_, &err_);
+    Probe(Search* search, int64_t b, bool with_plan, std::atomic<bool>* on_fit = nullptr)
+        : b_(b), with_plan_(with_plan) {
+      if (b > 0) future_ = search->Speculate(b, with_plan, &point_, &err_, &stop_, on_fit);
     }
     ~Probe() {
       if (future_.valid()) future_.wait();
     }
+    void Stop() { stop_.store(true); }
     // Waits for it; false with its error if it failed.
     bool Join(std::string* err) {
       if (!future_.valid()) return true;
@@ -219,12 +252,17 @@ class Search {
       *err = err_;
       return false;
     }
-    const BatchPoint* point() const { return point_; }
-    bool Fits(bool with_plan) const {
-      return with_plan ? point_->plan_fits : point_->baseline_fits;
+    // After Join: its point, or nullptr when it did not run or was stopped
+    // before its answer.
+    const BatchPoint* point() const {
+      return point_ != nullptr && Complete(*point_, b_, with_plan_) ? point_ : nullptr;
     }
+    bool Fits() const { return with_plan_ ? point_->plan_fits : point_->baseline_fits; }
 
    private:
+    int64_t b_;
+    bool with_plan_;
+    std::atomic<bool> stop_{false};
     std::future<bool> future_;
     BatchPoint* point_ = nullptr;
     std::string err_;
@@ -245,7 +283,7 @@ class Search {
                      std::string* err) const {
     PlanResult r;
     if (!PlanCheckpoints(g, o_.budget_bytes, PlannerAt(b, planner), &r, err)) {
-      *err = fmt::format("at batch {}: {}", b, *err);
+      if (*err != kPlanCancelled) *err = fmt::format("at batch {}: {}", b, *err);
       return false;
     }
     p->plan_peak_bytes = r.best.sim.peak_bytes;
@@ -269,7 +307,7 @@ class Search {
     for (int round = 0; round < kMaxReservedRounds; ++round) {
       PlanResult r;
       if (!PlanCheckpoints(g, rounds.budget(), planner, &r, err)) {
-        *err = fmt::format("at batch {}: {}", b, *err);
+        if (*err != kPlanCancelled) *err = fmt::format("at batch {}: {}", b, *err);
         return false;
       }
       const Program& program = r.best.checkpoint.program;
@@ -347,9 +385,12 @@ class Search {
   // `fits_at_least`: a batch known to fit (0: none).
   bool Largest(bool with_plan, int64_t fits_at_least, int64_t* best, std::string* err) {
     const int64_t n = o_.global_batch;
-    auto fits = [&](int64_t b, bool* ok) {
+    // *ok: whether b fits (false when `stop` stopped its plan first).
+    auto fits = [&](int64_t b, bool* ok, const std::atomic<bool>* stop = nullptr) {
+      PlannerOptions planner = o_.planner;
+      planner.cancel = stop;
       BatchPoint* p;
-      if (!Eval(b, with_plan, &p, err)) return false;
+      if (!Eval(b, with_plan, planner, &p, err)) return false;
       *ok = with_plan ? p->plan_fits : p->baseline_fits;
       return true;
     };
@@ -357,9 +398,14 @@ class Search {
     bool ok = false;
     if (n <= kExhaustiveBatches) {
       for (int64_t b = n; b >= 1; --b) {
-        Probe below(this, b - 1, with_plan);  // the next one down, on the second thread
-        if (!fits(b, &ok) || !below.Join(err)) return false;
+        // The next one down, on the second thread, needed only when b does
+        // not fit: stopped, and its plan forgotten, when b does.
+        Probe below(this, b - 1, with_plan);
+        if (!fits(b, &ok)) return false;
+        if (ok) below.Stop();
+        if (!below.Join(err)) return false;
         if (ok) {
+          Unplan(b - 1);
           *best = b;
           return true;
         }
@@ -378,11 +424,19 @@ class Search {
       if (bracket.WantsGuess() && !Guess(with_plan, bracket.hi(), &guess, err)) return false;
       const int64_t mid = bracket.Next(guess);
       // mid + 1 on the second thread: when mid fits, it closes the bracket
-      // or moves its bottom one further.
-      Probe above(this, mid + 1 < bracket.hi() ? mid + 1 : 0, with_plan);
-      if (!fits(mid, &ok) || !above.Join(err)) return false;
+      // or moves its bottom one further. When it fits, mid is taken to fit
+      // (its plan stopped and forgotten, whichever finished first): the
+      // answer is then at least mid + 1, which fits.
+      std::atomic<bool> stop_mid{false};
+      Probe above(this, mid + 1 < bracket.hi() ? mid + 1 : 0, with_plan, &stop_mid);
+      if (!fits(mid, &ok, &stop_mid) || !above.Join(err)) return false;
       const bool above_known = above.point() != nullptr;
-      bracket.Record(ok, above_known, above_known && above.Fits(with_plan));
+      const bool above_fits = above_known && above.Fits();
+      if (above_fits) {
+        ok = true;
+        Unplan(mid);
+      }
+      bracket.Record(ok, above_known, above_fits);
     }
     *best = bracket.lo();
     return true;
@@ -446,6 +500,8 @@ class Search {
     return true;
   }
 
+  int64_t StoppedPlans() const { return stopped_plans_.load(); }
+
   std::vector<BatchPoint> Points() const {
     std::vector<BatchPoint> out;
     for (const auto& [b, p] : points_) out.push_back(p);
@@ -458,6 +514,7 @@ class Search {
   std::vector<int64_t> persistent_;  // the device's library workspaces
   std::mutex points_mutex_;          // guards points_ (not the fields of a point)
   std::map<int64_t, BatchPoint> points_;
+  mutable std::atomic<int64_t> stopped_plans_{0};
 };
 
 }  // namespace
@@ -503,6 +560,7 @@ bool PlanMicroBatches(const GraphAtBatch& graph_at, const MicroBatchOptions& opt
     return false;
   out->monotone = search.Monotone();
   out->evaluated = search.Points();
+  out->stopped_plans = search.StoppedPlans();
   return true;
 }
 

@@ -119,7 +119,11 @@ struct MicroBatchOptions {
   // up in the bracket, one down when exhaustive, micro_batch + 1 for the
   // answer's check) is evaluated on a second thread. The same answers as 1
   // wherever fitting is monotone in the batch, in fewer rounds of plans;
-  // `evaluated` may then list more points.
+  // `evaluated` may then list more points. A plan whose answer the other
+  // thread's implies is stopped and its point listed unplanned: bracketed,
+  // a batch tried is taken to fit when the one above it fits (elsewhere a
+  // larger answer than one thread's, which fits); trying every size, the
+  // one below is not needed once a size fits.
   int probe_threads = 1;
 };
 
@@ -193,6 +197,9 @@ struct MicroBatchResult {
   std::string search;                     // "exhaustive" or "binary"
   bool monotone = true;                   // peaks met never fall as the batch grows
   std::vector<BatchPoint> evaluated;      // by batch, ascending
+  // Plans stopped unfinished because the other thread's answer made them
+  // needless (probe_threads 2); their points are listed unplanned.
+  int64_t stopped_plans = 0;
 };
 
 bool PlanMicroBatches(const GraphAtBatch& graph_at, const MicroBatchOptions& options,

@@ -137,6 +137,7 @@
 #ifndef MEMPLAN_ANALYZER_PLAN_PLANNER_H_
 #define MEMPLAN_ANALYZER_PLAN_PLANNER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -213,7 +214,13 @@ struct PlannerOptions {
   // Called as a longer search moves on: ("sweep", budget index, budgets) or
   // ("micro-batch", the batch being tried, 0); may be empty.
   std::function<void(const char* stage, int64_t done, int64_t total)> stage;
+  // When set (by another thread), the search stops before its next program:
+  // PlanCheckpoints returns false with the error kPlanCancelled. May be null.
+  const std::atomic<bool>* cancel = nullptr;
 };
+
+// The error of a plan stopped by PlannerOptions::cancel.
+inline constexpr const char* kPlanCancelled = "the plan was cancelled";
 
 // A checkpoint set with its program and score.
 struct ScoredPlan {

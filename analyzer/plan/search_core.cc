@@ -197,6 +197,10 @@ bool Search::ScoreUnder(ScoredPlan* out, int64_t bound) {
 }
 
 bool Search::ScoreTrial(ScoredPlan* out, int64_t collect_below, int64_t stop_above) {
+  if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
+    *err_ = kPlanCancelled;
+    return false;
+  }
   ++result_->evaluations;
   if (options_.progress) options_.progress(result_->evaluations);
   const bool first = result_->evaluations == 1;
