@@ -62,9 +62,35 @@ TEST_CASE("reserved_plan: allocation budget rounds: the overshoot less, then bis
   CHECK(rounds.budget() == 85);
   REQUIRE(rounds.Next(true, 85, 150));  // 50 over: 35 is below 80, so bisect (80, 85)
   CHECK(rounds.budget() == 82);
-  REQUIRE(rounds.Next(false, 90, 0));  // (82, 85)
+  REQUIRE(rounds.Next(false, 84, 103));  // (82, 85); its plan, the lowest peak, is 3% over
   CHECK(rounds.budget() == 83);
   CHECK_FALSE(rounds.Next(true, 83, 101));  // (82, 83): nothing left between
+}
+
+TEST_CASE("reserved_plan: allocation budget rounds end when the lowest-peak plan is 5% over") {
+  // The planner misses 60 and peaks at 70, reserving 106: no lower plan is
+  // likely to reserve 6 less.
+  AllocationBudgetRounds rounds(100);
+  REQUIRE(rounds.Next(true, 100, 140));  // 60
+  CHECK_FALSE(rounds.Next(false, 70, 106));
+  // 105 is not over by more than 5%: bisect (60, 100).
+  AllocationBudgetRounds edge(100);
+  REQUIRE(edge.Next(true, 100, 140));
+  REQUIRE(edge.Next(false, 70, 105));
+  CHECK(edge.budget() == 80);
+  // A plan that met its budget goes on however far over it is: a lower
+  // budget may still lower the peak.
+  AllocationBudgetRounds met(100);
+  REQUIRE(met.Next(true, 70, 130));
+  CHECK(met.budget() == 40);
+  // The lowest peak decides, not the last plan: 80 -> 103 is the lowest-peak
+  // plan when a later miss peaks at 85 and reserves 120.
+  AllocationBudgetRounds lowest(100);
+  REQUIRE(lowest.Next(true, 100, 140));
+  REQUIRE(lowest.Next(false, 80, 103));  // (60, 100): 80
+  REQUIRE(lowest.Next(false, 85, 120));  // (80, 100): 90
+  CHECK(lowest.budget() == 90);
+  CHECK_FALSE(lowest.Next(false, 79, 106));  // now the lowest peak is 6% over
 }
 
 TEST_CASE("reserved_plan: allocation budget rounds never ask for a budget the plan meets") {

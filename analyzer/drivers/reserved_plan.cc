@@ -40,6 +40,13 @@ BudgetOf DefaultBudgetOf(bool with_device, std::string_view target_device, bool 
 }
 
 bool AllocationBudgetRounds::Next(bool planner_fit, int64_t plan_peak, int64_t measured) {
+  if (lowest_peak_ < 0 || plan_peak < lowest_peak_) {
+    lowest_peak_ = plan_peak;
+    lowest_peak_measured_ = measured;
+  }
+  if (!planner_fit && static_cast<double>(lowest_peak_measured_ - target_) >
+                          kHopelessOvershoot * static_cast<double>(target_))
+    return false;  // hopeless: the planner cannot go much lower
   if (planner_fit)
     hi_ = budget_;
   else

@@ -14,16 +14,23 @@
 // own allocated peak is that low already, its peak less the overshoot: the
 // same plan must not come back), or, once that is below what the planner
 // can meet, halfway between the two allocation budgets known to fail either
-// way; at most kMaxReservedRounds plans. The first plan whose reserved peak
-// fits is returned; if none does, the one with the lowest reserved peak
-// (feasible false). BudgetOf::kAllocated plans once and only predicts.
+// way; at most kMaxReservedRounds plans, and none after a plan that missed
+// its allocation budget once the plan with the lowest allocated peak met so
+// far reserves more than kHopelessOvershoot over the budget (the planner can
+// go little lower, and a plan that peaks higher seldom reserves less). The
+// first plan whose reserved peak fits is returned; if none does, the one
+// with the lowest reserved peak (feasible false). BudgetOf::kAllocated plans
+// once and only predicts.
 //
 // Complexity: up to kMaxReservedRounds plans plus as many reserved replays.
 //
 // Where it falls short: the planner itself never sees fragmentation, so a
 // plan that would fit the reserved budget at a higher allocation budget than
 // the rounds reach is missed; the reserved peak is not monotone in the
-// allocation budget, so lowering it can overshoot the cheapest plan.
+// allocation budget, so lowering it can overshoot the cheapest plan; the
+// hopeless overshoot is a rule of thumb (on the Llama-2 searches of
+// bench/search_speed.py, plans 1-3 GB above the lowest peak reserved up to
+// 4% less than it, and no batch whose lowest-peak plan was 5% over fitted).
 #ifndef MEMPLAN_ANALYZER_DRIVERS_RESERVED_PLAN_H_
 #define MEMPLAN_ANALYZER_DRIVERS_RESERVED_PLAN_H_
 
@@ -40,6 +47,9 @@
 namespace memplan {
 
 inline constexpr int kMaxReservedRounds = 8;
+// The rounds end after a plan that missed its allocation budget once the
+// lowest-peak plan reserves more than this share over the budget.
+inline constexpr double kHopelessOvershoot = 0.05;
 
 // kDevice: the reserved peak plus what lives outside the allocator (the CUDA
 // context, alloc/device_memory.h); planned as kReserved on the budget less
@@ -65,7 +75,9 @@ BudgetOf DefaultBudgetOf(bool with_device, std::string_view target_device, bool 
 // measured over `target`, ask for the overshoot less, or for the plan's own
 // peak (`plan_peak`) less it where the plan already meets the budget less
 // the overshoot; below what the planner can meet, bisect between the highest
-// budget it missed and the lowest whose plan measured over. Invariant:
+// budget it missed and the lowest whose plan measured over; none once the
+// planner missed its budget while the plan with the lowest peak so far
+// measured over `target` by more than kHopelessOvershoot. Invariant:
 // lo < budget < hi while the search goes on.
 class AllocationBudgetRounds {
  public:
@@ -77,6 +89,7 @@ class AllocationBudgetRounds {
 
  private:
   int64_t target_, budget_, hi_, lo_ = -1;
+  int64_t lowest_peak_ = -1, lowest_peak_measured_ = 0;  // the lowest-peak plan so far
 };
 
 // Invariants: allocation_budgets is non-empty, its first entry the budget
