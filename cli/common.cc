@@ -264,9 +264,9 @@ bool LoadStepGraph(const std::string& file, const GraphLoadOptions& load, const 
 bool LoadPlanFor(const std::string& plan_file, const std::string& graph_file, const Graph& g,
                  Plan* plan, std::vector<std::string>* warnings, std::string* err) {
   if (!LoadPlanFile(plan_file, g, plan, err)) return false;
-  std::string graph_bytes;
-  if (!ReadFile(graph_file, &graph_bytes, err)) return false;
-  if (plan->graph_sha256 != Sha256Hex(graph_bytes))
+  std::string graph_sha256;
+  if (!FileSha256Hex(graph_file, &graph_sha256, err)) return false;
+  if (plan->graph_sha256 != graph_sha256)
     warnings->push_back(fmt::format(
         "{}: graph_sha256 does not match the bytes of {}: the plan was made for another "
         "version of the graph",

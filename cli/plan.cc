@@ -164,9 +164,9 @@ int RunMicroBatchPlan(const PlanFlags& f, const GraphLoadOptions& load, PlannerO
         return Error(f.common.graph + ": " + err);
       plan_result.baseline_peak_bytes = kept_all.sim.peak_bytes;
     }
-    std::string graph_bytes;
-    if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
-    Plan plan = MakePlan(micro.graph, Sha256Hex(graph_bytes), budget, options, plan_result);
+    std::string graph_sha256;
+    if (!FileSha256Hex(f.common.graph, &graph_sha256, &err)) return Error(err);
+    Plan plan = MakePlan(micro.graph, graph_sha256, budget, options, plan_result);
     if (!WriteFile(f.out, PlanToJson(micro.graph, plan), &err)) return Error(err);
   }
   if (!f.json.empty() &&
@@ -239,8 +239,8 @@ int RunPlan(const PlanFlags& f) {
       return Error(err);
     PrintWarnings(cost_warnings);
   }
-  std::string graph_bytes;
-  if (!ReadFile(f.common.graph, &graph_bytes, &err)) return Error(err);
+  std::string graph_sha256;  // of the file's bytes, for the plan
+  if (!FileSha256Hex(f.common.graph, &graph_sha256, &err)) return Error(err);
   const BudgetOf budget_of = ResolveBudgetOf(f, given_budget_of, with_device, jg.graph);
   progress.Phase("planning");
   progress.Attach(&options);
@@ -253,7 +253,7 @@ int RunPlan(const PlanFlags& f) {
   budgeted.reserved.alloc_conf = f.alloc_conf;
   PlanResult& result = budgeted.plan;
   result.feasible = budgeted.feasible;
-  Plan plan = MakePlan(jg.graph, Sha256Hex(graph_bytes), budget, options, result);
+  Plan plan = MakePlan(jg.graph, graph_sha256, budget, options, result);
   std::vector<SweepPoint> sweep;
   if (f.sweep > 0) progress.Phase("planning");
   bool swept = f.sweep == 0 || SweepBudgets(jg.graph,

@@ -1,16 +1,17 @@
 #include "analyzer/base/file_io.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace memplan {
 
-bool CheckJsonDepth(const std::string& text, int max_depth, std::string* err) {
+bool CheckJsonDepth(std::string_view text, int max_depth, std::string* err) {
   int depth = 0;
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -35,36 +36,38 @@ bool CheckJsonDepth(const std::string& text, int max_depth, std::string* err) {
 }
 
 bool ReadFile(const std::string& path, std::string* contents, std::string* err) {
-  // A directory opens as a stream on Linux and reports a huge size; refuse it by name.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    *err = fmt::format("cannot read {}: {}", path, std::strerror(EISDIR));
+  auto fail = [&](int error) {
+    *err = fmt::format("cannot read {}: {}", path, std::strerror(error));
     return false;
-  }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) {
-    *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  std::streamoff size = in.tellg();
-  if (size >= 0) {  // a regular file: one read
-    contents->resize(static_cast<size_t>(size));
-    in.seekg(0);
-    if (!in.read(contents->data(), size)) {
-      *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));
-      return false;
+  };
+  // A directory opens on Linux and reports a huge size; refuse it by name.
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return fail(EISDIR);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(errno);
+  // A regular file is read straight into place; a pipe or a device until
+  // its end, in growing steps.
+  contents->clear();
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular) contents->resize(st.st_size);
+  size_t have = 0;
+  for (;;) {
+    if (have == contents->size()) {
+      if (regular) break;  // its size when opened
+      contents->resize(std::max<size_t>(2 * have, 1 << 16));
     }
-    return true;
+    const ssize_t n = read(fd, contents->data() + have, contents->size() - have);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      close(fd);
+      return fail(error);
+    }
+    have += static_cast<size_t>(n);
   }
-  in.clear();
-  in.seekg(0);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    *err = fmt::format("cannot read {}: {}", path, std::strerror(errno));
-    return false;
-  }
-  *contents = std::move(ss).str();
+  contents->resize(have);
+  close(fd);
   return true;
 }
 

@@ -3,6 +3,7 @@
 #define MEMPLAN_ANALYZER_BASE_FILE_IO_H_
 
 #include <string>
+#include <string_view>
 
 namespace memplan {
 
@@ -15,7 +16,7 @@ bool ReadFile(const std::string& path, std::string* contents, std::string* err);
 
 // Rejects nesting deeper than max_depth without recursion; the error names the
 // byte offset: "nesting deeper than N levels at byte B".
-bool CheckJsonDepth(const std::string& text, int max_depth, std::string* err);
+bool CheckJsonDepth(std::string_view text, int max_depth, std::string* err);
 
 }  // namespace memplan
 

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "analyzer/base/mapped_file.h"
+
 namespace memplan {
 namespace {
 
@@ -80,6 +82,13 @@ std::string Sha256Hex(std::string_view bytes) {
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 8; ++j) out[8 * i + j] = kHex[(state[i] >> (28 - 4 * j)) & 0xf];
   return out;
+}
+
+bool FileSha256Hex(const std::string& path, std::string* hex, std::string* err) {
+  MappedFile file;
+  if (!file.Open(path, err)) return false;
+  *hex = Sha256Hex(file.view());
+  return true;
 }
 
 }  // namespace memplan

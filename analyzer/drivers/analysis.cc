@@ -3,7 +3,7 @@
 #include <chrono>
 #include <future>
 
-#include "analyzer/base/file_io.h"
+#include "analyzer/base/mapped_file.h"
 #include "analyzer/import/onnx_import.h"
 #include "analyzer/lower/lower.h"
 
@@ -18,8 +18,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 bool LoadGraphAnyFormat(const std::string& path, const GraphLoadOptions& options, Graph* graph,
                         std::vector<std::string>* warnings, std::string* err) {
-  std::string bytes;
-  if (!ReadFile(path, &bytes, err)) return false;
+  MappedFile file;
+  if (!file.Open(path, err)) return false;
+  const std::string_view bytes = file.view();
   const bool json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   // A .json file that does not start with '{' is broken JSON: say so in JSON's words.
   if (LooksLikeJson(bytes) || json_name) return ParseGraph(bytes, path, options, graph, err);

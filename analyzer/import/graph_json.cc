@@ -18,6 +18,7 @@
 #include "analyzer/base/file_io.h"
 #include "analyzer/base/json_scan.h"
 #include "analyzer/base/json_util.h"
+#include "analyzer/base/mapped_file.h"
 #include "analyzer/ir/shape_expr.h"
 
 namespace memplan {
@@ -961,7 +962,7 @@ class StreamingReader final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-bool ParseGraph(const std::string& text, const std::string& file, const GraphLoadOptions& options,
+bool ParseGraph(std::string_view text, const std::string& file, const GraphLoadOptions& options,
                 Graph* graph, std::string* err) {
   auto depth_error = [&](const std::string& what) {
     *err = fmt::format("{}: {}; expected at most {} levels of arrays and objects", file, what,
@@ -989,7 +990,7 @@ bool ParseGraph(const std::string& text, const std::string& file, const GraphLoa
   *graph = Graph();
   GraphParser parser(file, options, graph, err);
   StreamingReader reader(&parser);
-  if (json::sax_parse(text, &reader)) return parser.Finish();
+  if (json::sax_parse(text.begin(), text.end(), &reader)) return parser.Finish();
   if (!reader.semantic_error())
     *err = fmt::format("{}: invalid JSON: {}", file,
                        reader.syntax_error().empty() ? "unexpected input" : reader.syntax_error());
@@ -998,9 +999,9 @@ bool ParseGraph(const std::string& text, const std::string& file, const GraphLoa
 
 bool LoadGraphFile(const std::string& path, const GraphLoadOptions& options, Graph* graph,
                    std::string* err) {
-  std::string text;
-  if (!ReadFile(path, &text, err)) return false;
-  return ParseGraph(text, path, options, graph, err);
+  MappedFile file;
+  if (!file.Open(path, err)) return false;
+  return ParseGraph(file.view(), path, options, graph, err);
 }
 
 namespace {

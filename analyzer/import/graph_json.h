@@ -7,6 +7,7 @@
 
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,7 +24,7 @@ struct GraphLoadOptions {
 // object is kept whole (Graph::source); its target_device, outputs_held and
 // warnings (Graph::export_warnings; each entry's op must name an op) are
 // checked and read.
-bool ParseGraph(const std::string& text, const std::string& file, const GraphLoadOptions& options,
+bool ParseGraph(std::string_view text, const std::string& file, const GraphLoadOptions& options,
                 Graph* graph, std::string* err);
 bool LoadGraphFile(const std::string& path, const GraphLoadOptions& options, Graph* graph,
                    std::string* err);

@@ -69,7 +69,7 @@ std::string ScopeFromOnnxNodeName(std::string_view name) {
 
 bool OnnxSupported() { return false; }
 
-bool ImportOnnx(const std::string& bytes, const std::string& file, const GraphLoadOptions& options,
+bool ImportOnnx(std::string_view bytes, const std::string& file, const GraphLoadOptions& options,
                 Graph* graph, std::vector<std::string>* warnings, std::string* err) {
   *err = fmt::format(
       "{}: not a memplan.graph/1 JSON document (it does not start with '{{'), and this memplan "
@@ -341,7 +341,7 @@ class Importer {
            std::vector<std::string>* warnings, std::string* err)
       : file_(file), options_(options), g_(*graph), warnings_(*warnings), err_(*err) {}
 
-  bool Run(const std::string& bytes) {
+  bool Run(std::string_view bytes) {
     if (!Parse(bytes)) return false;
     if (!Symbols()) return false;
     if (!InferAll()) return false;
@@ -362,7 +362,7 @@ class Importer {
   }
   const onnx::GraphProto& graph() const { return model_.graph(); }
 
-  bool Parse(const std::string& bytes) {
+  bool Parse(std::string_view bytes) {
     if (bytes.size() > static_cast<size_t>(INT_MAX))
       return Fail(fmt::format(
           "{}: an ONNX model of {} bytes; expected under 2 GiB (protobuf's limit: save larger "
@@ -1411,7 +1411,7 @@ class Importer {
 
 }  // namespace
 
-bool ImportOnnx(const std::string& bytes, const std::string& file, const GraphLoadOptions& options,
+bool ImportOnnx(std::string_view bytes, const std::string& file, const GraphLoadOptions& options,
                 Graph* graph, std::vector<std::string>* warnings, std::string* err) {
   *graph = Graph();
   try {

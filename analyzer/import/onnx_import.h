@@ -72,7 +72,7 @@ bool LooksLikeJson(std::string_view bytes);
 // Without ONNX support: false, with an error saying so. ONNX's shape
 // inference runs in a forked child process (libonnx 1.12 can crash on a
 // malformed model), so call this before starting other threads.
-bool ImportOnnx(const std::string& bytes, const std::string& file, const GraphLoadOptions& options,
+bool ImportOnnx(std::string_view bytes, const std::string& file, const GraphLoadOptions& options,
                 Graph* graph, std::vector<std::string>* warnings, std::string* err);
 
 // "/layer1/layer1.0/conv1/Conv" -> "layer1.0.conv1"; "Conv_3" -> "".

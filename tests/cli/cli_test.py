@@ -276,6 +276,22 @@ def test_determinism(r):
             r.check("determinism %s: identical stdout" % graph, outs[0][0] == outs[1][0])
 
 
+def test_stdin(r):
+    """A graph piped in (/dev/stdin) gives the report of the same file read by name."""
+    graph = "examples/gpt_tiny.graph.json"
+    rc, by_name, err = r.run("analyze", graph)
+    r.check("stdin: analyze by name: exit 0", rc == 0, describe(rc, by_name, err))
+    p = subprocess.run([r.memplan, "analyze", "/dev/stdin"], cwd=ROOT,
+                       input=read_bytes(os.path.join(ROOT, graph)), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    out, err = p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    r.check("stdin: analyze /dev/stdin from a pipe: exit 0", p.returncode == 0,
+            describe(p.returncode, out, err))
+    # The summary's first line names the file; the rest is the same.
+    r.check("stdin: the same summary", out.split("\n")[1:] == by_name.split("\n")[1:],
+            out + "\n---\n" + by_name)
+
+
 def test_exit_codes(r):
     # Missing file.
     rc, out, err = r.run("analyze", "no/such/graph.json")
@@ -606,6 +622,7 @@ def main():
             test_lower(r)
             test_trace(r)
             test_determinism(r)
+            test_stdin(r)
             test_exit_codes(r)
             test_set_batch(r)
             test_warnings(r)
