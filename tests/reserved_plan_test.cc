@@ -67,6 +67,27 @@ TEST_CASE("reserved_plan: allocation budget rounds: the overshoot less, then bis
   CHECK_FALSE(rounds.Next(true, 83, 101));  // (82, 83): nothing left between
 }
 
+TEST_CASE("reserved_plan: the round's plan kept: fits, then within the budget, then lowest") {
+  const RoundPlan fits{true, true, 90, 50};
+  const RoundPlan within_cheap{false, true, 95, 20};  // the planner missed its budget
+  const RoundPlan within_dear{false, true, 80, 30};
+  const RoundPlan over_low{false, false, 105, 10};
+  const RoundPlan over_high{false, false, 120, 5};  // met its allocation budget
+  CHECK(BetterRoundPlan(fits, within_cheap));
+  CHECK_FALSE(BetterRoundPlan(within_cheap, fits));
+  // Within the budget: the cheaper, whatever its reserved peak.
+  CHECK(BetterRoundPlan(within_cheap, within_dear));
+  CHECK_FALSE(BetterRoundPlan(within_dear, within_cheap));
+  // Within the budget beats over it, however cheap or low that is.
+  CHECK(BetterRoundPlan(within_dear, over_low));
+  CHECK_FALSE(BetterRoundPlan(over_low, within_dear));
+  // Over the budget: the lower reserved peak; a tie keeps the one kept.
+  CHECK(BetterRoundPlan(over_low, over_high));
+  CHECK_FALSE(BetterRoundPlan(over_high, over_low));
+  CHECK_FALSE(BetterRoundPlan(over_low, over_low));
+  CHECK_FALSE(BetterRoundPlan(within_cheap, within_cheap));
+}
+
 TEST_CASE("reserved_plan: allocation budget rounds end when the lowest-peak plan is 5% over") {
   // The planner misses 60 and peaks at 70, reserving 106: no lower plan is
   // likely to reserve 6 less.

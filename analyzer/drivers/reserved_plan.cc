@@ -66,6 +66,13 @@ bool AllocationBudgetRounds::Next(bool planner_fit, int64_t plan_peak, int64_t m
   return true;
 }
 
+bool BetterRoundPlan(const RoundPlan& now, const RoundPlan& kept) {
+  if (now.fits != kept.fits) return now.fits;
+  if (now.within != kept.within) return now.within;
+  if (now.within) return now.recompute_cost < kept.recompute_cost;
+  return now.reserved_peak_bytes < kept.reserved_peak_bytes;
+}
+
 bool PredictPlanReserved(const Graph& g, const ScoredPlan& plan, const alloc::Config& config,
                          int iterations, alloc::ReservedReport* out, std::string* err,
                          const std::vector<int64_t>& persistent) {
@@ -89,6 +96,7 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
   const int64_t reserved_budget =
       budget_of == BudgetOf::kDevice ? budget - device->cuda_context_bytes : budget;
   AllocationBudgetRounds rounds(reserved_budget);
+  RoundPlan kept;
   for (int round = 0; round < kMaxReservedRounds; ++round) {
     out->allocation_budgets.push_back(rounds.budget());
     PlanResult result;
@@ -97,18 +105,23 @@ bool PlanForBudget(const Graph& g, int64_t budget, BudgetOf budget_of,
     if (!PredictPlanReserved(g, result.best, config, iterations, &reserved, err, persistent))
       return false;
     const bool planner_fit = result.feasible;
+    const int64_t plan_peak = result.best.sim.peak_bytes;
     const int64_t reserved_peak = reserved.reserved_peak_bytes;
-    const bool fits = budget_of == BudgetOf::kAllocated
-                          ? planner_fit
-                          : planner_fit && reserved_peak <= reserved_budget;
-    // Until one fits (the loop ends there), keep the lowest reserved peak.
-    if (round == 0 || fits || reserved_peak < out->reserved.reserved_peak_bytes) {
+    const bool within = budget_of != BudgetOf::kAllocated && reserved_peak <= reserved_budget;
+    const bool fits = planner_fit && (budget_of == BudgetOf::kAllocated || within);
+    // A plan within the budget whose planner missed its allocation budget
+    // fits too, but the rounds go on for a cheaper one that met it.
+    const RoundPlan now{fits, within, reserved_peak, result.best.recompute_cost};
+    const bool keep = round == 0 || BetterRoundPlan(now, kept);
+    if (keep) {
+      kept = now;
+      out->allocation_budget = rounds.budget();
       out->plan = std::move(result);
       out->reserved = reserved;
-      out->feasible = fits;
+      out->feasible = fits || within;
     }
     if (fits || budget_of == BudgetOf::kAllocated ||
-        !rounds.Next(planner_fit, result.best.sim.peak_bytes, reserved_peak))
+        !rounds.Next(planner_fit, plan_peak, reserved_peak))
       break;
   }
   if (device != nullptr) {

@@ -18,9 +18,12 @@
 // its allocation budget once the plan with the lowest allocated peak met so
 // far reserves more than kHopelessOvershoot over the budget (the planner can
 // go little lower, and a plan that peaks higher seldom reserves less). The
-// first plan whose reserved peak fits is returned; if none does, the one
-// with the lowest reserved peak (feasible false). BudgetOf::kAllocated plans
-// once and only predicts.
+// first plan that met its allocation budget and whose reserved peak fits is
+// returned; else the cheapest whose reserved peak fits where the planner
+// missed its allocation budget (its lowest-peak plan: it fits, but the
+// rounds go on for a cheaper one); if none fits, the one with the lowest
+// reserved peak (feasible false). BudgetOf::kAllocated plans once and only
+// predicts.
 //
 // Complexity: up to kMaxReservedRounds plans plus as many reserved replays.
 //
@@ -92,19 +95,34 @@ class AllocationBudgetRounds {
   int64_t lowest_peak_ = -1, lowest_peak_measured_ = 0;  // the lowest-peak plan so far
 };
 
+// One round's plan as PlanForBudget ranks it: `fits` (it met its allocation
+// budget and its bytes are within the budget), `within` (its bytes are within
+// the budget, whether or not the planner met its allocation budget).
+struct RoundPlan {
+  bool fits = false;
+  bool within = false;
+  int64_t reserved_peak_bytes = 0;
+  double recompute_cost = 0;
+};
+// Whether `now` is kept over `kept`: a plan that fits first; then, within
+// the budget, the cheaper; then the lower reserved peak (ties keep `kept`).
+bool BetterRoundPlan(const RoundPlan& now, const RoundPlan& kept);
+
 // Invariants: allocation_budgets is non-empty, its first entry the budget
 // (less the CUDA context for kDevice),
-// each later one lower; plan is the planner's result at one of them;
-// feasible means plan.feasible, and for kReserved also
-// reserved.reserved_peak_bytes <= budget, for kDevice device_total.total_bytes
-// <= budget; has_device when a device was given (then device_total is of
-// `reserved`, whose replay held the device's library workspaces).
+// each later one another; plan is the planner's result at one of them;
+// feasible means plan.feasible for kAllocated, reserved.reserved_peak_bytes
+// <= budget for kReserved, device_total.total_bytes <= budget for kDevice
+// (a plan whose bytes fit fits, even where the planner missed the allocation
+// budget it was given: as the micro-batch search counts it); has_device when a device was given
+// (then device_total is of `reserved`, whose replay held the device's library workspaces).
 struct BudgetedPlan {
   BudgetOf budget_of = BudgetOf::kAllocated;
   bool feasible = false;  // the plan fits the budget in the bytes budget_of names
   PlanResult plan;
   alloc::ReservedReport reserved;  // of plan.best's program
   std::vector<int64_t> allocation_budgets;
+  int64_t allocation_budget = 0;  // the one `plan` was made at
   bool has_device = false;
   alloc::DeviceMemory device;
   alloc::DeviceTotal device_total;

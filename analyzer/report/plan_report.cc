@@ -240,7 +240,9 @@ std::string PlanSummary(const JointGraph& jg, const PlannerOptions& options,
     if (of_reserved && budgeted->allocation_budgets.size() > 1)
       out += fmt::format(
           "  searched  {} allocation budgets for a reserved peak within the budget ({}): {}\n",
-          budgeted->allocation_budgets.size(), FormatBytes(budgeted->allocation_budgets.back()),
+          budgeted->allocation_budgets.size(),
+          FormatBytes(budgeted->feasible ? budgeted->allocation_budget
+                                         : budgeted->allocation_budgets.back()),
           budgeted->feasible ? "this plan fits" : "none fits; the lowest reserved peak is shown");
   }
   std::vector<int> recomputed = RecomputedBuffers(g, plan);
