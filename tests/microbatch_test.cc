@@ -2,6 +2,7 @@
 #include "analyzer/drivers/microbatch.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "analyzer/base/units.h"
 #include "analyzer/import/graph_json.h"
 #include "analyzer/report/microbatch_report.h"
 #include "tests/test_util.h"
@@ -586,6 +588,47 @@ TEST_CASE("PlanMicroBatches: trying every size, the probe below an answer is not
   REQUIRE(p != nullptr);  // probed while the answer was planned
   REQUIRE_FALSE(p->baseline_fits);
   CHECK_FALSE(p->planned);
+}
+
+TEST_CASE("PlanMicroBatches: where the floor is over the budget, no plan is made") {
+  // gpt_tiny's least peak at batch 1 (its parameters and their gradients
+  // alone) is over 1 MiB: no program fits at any batch, and no planner runs.
+  JointGraph one;
+  std::string err;
+  REQUIRE_MESSAGE(GptAt(1, &one, &err), err);
+  const int64_t floor = PeakLowerBound(one.graph);
+  REQUIRE(floor > 1 * kMiB);
+  for (BudgetOf of : {BudgetOf::kAllocated, BudgetOf::kReserved}) {
+    CAPTURE(static_cast<int>(of));
+    MicroBatchOptions o;
+    o.global_batch = 64;
+    o.budget_bytes = 1 * kMiB;
+    o.budget_of = of;
+    int64_t programs = 0;
+    o.planner.progress = [&](int64_t) { ++programs; };
+    MicroBatchResult r;
+    REQUIRE_MESSAGE(PlanMicroBatches(GptAt, o, &r, &err), err);
+    CHECK_FALSE(r.checkpointed.found);
+    CHECK(r.checkpointed.lowest_is_floor);
+    CHECK(r.checkpointed.lowest_peak_bytes == floor);
+    CHECK(programs == 0);
+    for (const BatchPoint& p : r.evaluated) {  // 1 for the floor, the rest for the baseline
+      CAPTURE(p.batch);
+      CHECK(p.over_floor == (p.batch == 1));
+      CHECK_FALSE(p.planned);
+      CHECK_FALSE(p.plan_fits);
+    }
+    const std::string summary = MicroBatchSummary(one, "batch", o.planner, r);
+    CHECK_MESSAGE(summary.find(fmt::format("  planned   no micro-batch fits: no program goes "
+                                           "below {} at 1 (its floor)\n",
+                                           FormatBytes(floor))) != std::string::npos,
+                  summary);
+  }
+  // A budget over the floor at batch 1 plans there as before.
+  const MicroBatchResult r = SearchOf(GptAt, 64, floor + 1, BudgetOf::kAllocated);
+  const BatchPoint* at_one = FindPoint(r, 1);
+  REQUIRE(at_one != nullptr);
+  CHECK_FALSE(at_one->over_floor);
 }
 
 }  // namespace

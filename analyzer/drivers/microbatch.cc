@@ -113,7 +113,7 @@ class Search {
 
   // Whether point p (of batch b) answers for the kind without more work.
   static bool Complete(const BatchPoint& p, int64_t b, bool with_plan) {
-    return p.batch == b && (p.planned || !with_plan || p.baseline_fits);
+    return p.batch == b && (p.planned || p.over_floor || !with_plan || p.baseline_fits);
   }
 
   // Batch b's point when it answers for the kind without more work; else
@@ -176,7 +176,9 @@ class Search {
       for (double c : OpCosts(g, o_.planner.cost)) p.step_cost += c;
       ClearPlan(&p);  // keeping everything is a checkpoint set
     }
-    if (with_plan && !p.baseline_fits && !p.planned) {
+    if (b == 1 && with_plan && !p.baseline_fits && !p.planned && !p.over_floor && OverFloor(g, &p))
+      return true;
+    if (with_plan && !p.baseline_fits && !p.planned && !p.over_floor) {
       p.planned = true;
       if (!(BoundsReserved() ? PlanReserved(g, b, planner, &p, err)
                              : PlanAllocated(g, b, planner, &p, err))) {
@@ -189,9 +191,43 @@ class Search {
     return true;
   }
 
+  // At batch 1: whether no program of g fits, its floor (PeakLowerBound)
+  // over the budget (reserved and device bytes are at least the allocated
+  // peak); then p records it in place of a plan, and nothing fits at all.
+  // (Elsewhere the planner runs: its lowest peak feeds the guesses.)
+  bool OverFloor(const Graph& g, BatchPoint* p) const {
+    const int64_t floor = PeakLowerBound(g);
+    if ((BoundsReserved() ? Bounded(floor) : floor) <= o_.budget_bytes) return false;
+    p->over_floor = true;
+    p->plan_peak_bytes = floor;
+    if (BoundsReserved()) p->plan_reserved_bytes = floor;
+    p->plan_fits = false;
+    return true;
+  }
+
+  // *over: batch 1's floor is over the budget (its point then records it:
+  // OverFloor), so no batch fits with any plan.
+  bool FloorOverAtOne(bool* over, std::string* err) {
+    *over = false;
+    BatchPoint* one;
+    if (!Eval(1, false, &one, err)) return false;
+    if (one->baseline_fits || one->planned || one->over_floor) {
+      *over = one->over_floor;
+      return true;
+    }
+    JointGraph jg;
+    if (!graph_at_(1, &jg, err)) return false;
+    const int64_t floor = PeakLowerBound(jg.graph);
+    if ((BoundsReserved() ? Bounded(floor) : floor) <= o_.budget_bytes) return true;
+    if (!Eval(1, true, &one, err)) return false;  // Compute records the floor
+    *over = one->over_floor;
+    return true;
+  }
+
   // Point p's plan as the baseline's, unplanned.
   void ClearPlan(BatchPoint* p) const {
     p->planned = false;
+    p->over_floor = false;
     p->plan_peak_bytes = p->baseline_peak_bytes;
     p->plan_reserved_bytes = p->baseline_reserved_bytes;
     p->plan_fits = p->baseline_fits;
@@ -396,6 +432,10 @@ class Search {
     };
     *best = 0;
     bool ok = false;
+    // Nothing fits where batch 1's floor is over the budget: no plan.
+    bool none = false;
+    if (with_plan && !FloorOverAtOne(&none, err)) return false;
+    if (none) return true;
     if (n <= kExhaustiveBatches) {
       for (int64_t b = n; b >= 1; --b) {
         // The next one down, on the second thread, needed only when b does
@@ -455,6 +495,7 @@ class Search {
     if (!c->found) {
       if (!Eval(1, with_plan, &p, err)) return false;
       c->lowest_peak_bytes = peak(p);
+      c->lowest_is_floor = with_plan && p->over_floor;
       c->lowest_reserved_peak_bytes = reserved(p);
       return true;
     }
@@ -492,7 +533,7 @@ class Search {
       last_peak = p.baseline_peak_bytes;
       if (p.baseline_fits && baseline_miss) return false;
       baseline_miss = baseline_miss || !p.baseline_fits;
-      if (p.planned || p.baseline_fits) {
+      if (p.planned || p.over_floor || p.baseline_fits) {
         if (p.plan_fits && plan_miss) return false;
         plan_miss = plan_miss || !p.plan_fits;
       }

@@ -133,7 +133,11 @@ struct BatchPoint {
   int64_t batch = 0;
   int64_t baseline_peak_bytes = 0;  // baseline program, as needed at this batch
   bool baseline_fits = false;
-  bool planned = false;         // the planner ran at this batch
+  bool planned = false;  // the planner ran at this batch
+  // No plan fits: the least peak of any program (PeakLowerBound) is over the
+  // budget, so the planner did not run; plan_peak_bytes (and
+  // plan_reserved_bytes for reserved budgets) hold that floor.
+  bool over_floor = false;
   int64_t plan_peak_bytes = 0;  // the planner's plan, as needed at this batch
   bool plan_fits = false;
   int64_t plan_budget_bytes = 0;  // the budget the planner was given for that plan
@@ -172,6 +176,7 @@ struct MicroBatchChoice {
   // step_cost * (1 + overhead), in the planner's cost unit.
   double global_batch_cost = 0;
   int64_t lowest_peak_bytes = 0;  // when !found: the peak at batch 1
+  bool lowest_is_floor = false;   // ... which is batch 1's floor (BatchPoint::over_floor)
   // Budgets of reserved bytes or of the device: the reserved peaks at
   // micro_batch, at micro_batch + 1 and (when !found) at batch 1; -1
   // otherwise.

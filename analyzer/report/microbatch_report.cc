@@ -24,23 +24,26 @@ ojson BytesOrNull(int64_t bytes) { return bytes >= 0 ? ojson(bytes) : ojson(null
 
 ojson ChoiceJson(const MicroBatchChoice& c) {
   auto or_null = [&](int64_t v) { return c.found ? ojson(v) : ojson(nullptr); };
-  return {{"found", c.found},
-          {"micro_batch", or_null(c.micro_batch)},
-          {"accumulation_steps", or_null(c.accumulation_steps)},
-          {"last_micro_batch", or_null(c.last_micro_batch)},
-          {"balanced_micro_batch", or_null(c.balanced_micro_batch)},
-          {"peak_bytes", or_null(c.peak_bytes)},
-          {"last_peak_bytes", or_null(c.last_peak_bytes)},
-          {"next_peak_bytes",
-           c.found && c.next_peak_bytes >= 0 ? ojson(c.next_peak_bytes) : ojson(nullptr)},
-          {"recompute_cost", c.recompute_cost},
-          {"recompute_overhead", c.recompute_overhead},
-          {"global_batch_cost", c.found ? ojson(c.global_batch_cost) : ojson(nullptr)},
-          {"lowest_peak_bytes", c.found ? ojson(nullptr) : ojson(c.lowest_peak_bytes)},
-          {"reserved_peak_bytes", BytesOrNull(c.found ? c.reserved_peak_bytes : -1)},
-          {"next_reserved_peak_bytes",
-           BytesOrNull(c.found && c.next_peak_bytes >= 0 ? c.next_reserved_peak_bytes : -1)},
-          {"lowest_reserved_peak_bytes", BytesOrNull(c.found ? -1 : c.lowest_reserved_peak_bytes)}};
+  ojson doc = {
+      {"found", c.found},
+      {"micro_batch", or_null(c.micro_batch)},
+      {"accumulation_steps", or_null(c.accumulation_steps)},
+      {"last_micro_batch", or_null(c.last_micro_batch)},
+      {"balanced_micro_batch", or_null(c.balanced_micro_batch)},
+      {"peak_bytes", or_null(c.peak_bytes)},
+      {"last_peak_bytes", or_null(c.last_peak_bytes)},
+      {"next_peak_bytes",
+       c.found && c.next_peak_bytes >= 0 ? ojson(c.next_peak_bytes) : ojson(nullptr)},
+      {"recompute_cost", c.recompute_cost},
+      {"recompute_overhead", c.recompute_overhead},
+      {"global_batch_cost", c.found ? ojson(c.global_batch_cost) : ojson(nullptr)},
+      {"lowest_peak_bytes", c.found ? ojson(nullptr) : ojson(c.lowest_peak_bytes)},
+      {"reserved_peak_bytes", BytesOrNull(c.found ? c.reserved_peak_bytes : -1)},
+      {"next_reserved_peak_bytes",
+       BytesOrNull(c.found && c.next_peak_bytes >= 0 ? c.next_reserved_peak_bytes : -1)},
+      {"lowest_reserved_peak_bytes", BytesOrNull(c.found ? -1 : c.lowest_reserved_peak_bytes)}};
+  if (!c.found && c.lowest_is_floor) doc["lowest_is_floor"] = true;  // only where it is
+  return doc;
 }
 
 const MicroBatchChoice& Chosen(const MicroBatchResult& r) {
@@ -84,7 +87,7 @@ std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_
   doc["search"] = {
       {"method", r.search}, {"monotone", r.monotone}, {"evaluations", r.evaluated.size()}};
   ojson points = ojson::array();
-  for (const BatchPoint& p : r.evaluated)
+  for (const BatchPoint& p : r.evaluated) {
     points.push_back({{"batch", p.batch},
                       {"baseline_peak_bytes", p.baseline_peak_bytes},
                       {"baseline_fits", p.baseline_fits},
@@ -95,6 +98,8 @@ std::string MicroBatchReportJson(const JointGraph& jg, const std::string& batch_
                       {"step_cost", p.step_cost},
                       {"baseline_reserved_peak_bytes", BytesOrNull(p.baseline_reserved_bytes)},
                       {"plan_reserved_peak_bytes", BytesOrNull(p.plan_reserved_bytes)}});
+    if (p.over_floor) points.back()["over_floor"] = true;  // only where it is
+  }
   doc["evaluated"] = points;
   doc["warnings"] = jg.warnings;
   return json_util::Dump(doc, 2) + "\n";
@@ -118,6 +123,11 @@ std::string MicroBatchSummary(const JointGraph& jg, const std::string& batch_sym
     return FormatBytes(of_device ? alloc::TotalOnDevice(r.device, reserved).total_bytes : reserved);
   };
   auto line = [&](const char* name, const MicroBatchChoice& c) {
+    if (!c.found && c.lowest_is_floor) {
+      out += fmt::format("  {:<9} no micro-batch fits: no program goes below {} at 1 (its floor)\n",
+                         name, FormatBytes(c.lowest_peak_bytes));
+      return;
+    }
     if (!c.found) {
       out +=
           fmt::format("  {:<9} no micro-batch fits: {}{} at 1\n", name,

@@ -292,6 +292,32 @@ def test_target_device_errors(r):
                 describe(rc, out, err))
 
 
+def test_microbatch_floor(r):
+    """Under 1 MiB nothing fits gpt_tiny at batch 1, whatever it recomputes (its floor
+    is over the budget): the search says so without planning; exit 3."""
+    for extra in ((), ("--budget-of", "reserved")):
+        label = "--global-batch under batch 1's floor %s" % " ".join(extra)
+        report = r.path("floor.%d.json" % (r.passed + len(r.failed)))
+        rc, out, err = r.run("plan", GRAPH, "--budget", "1MiB", "--global-batch", "64",
+                             "--json", report, *extra)
+        if not r.check(label + ": exit 3", rc == 3, describe(rc, out, err)):
+            continue
+        vrc, vout = r.validate(REPORT_SCHEMA, [report])
+        r.check(label + ": report matches the schema", vrc == 0, vout)
+        doc = load(report)
+        one = [p for p in doc["evaluated"] if p["batch"] == 1]
+        r.check(label + ": batch 1 over its floor, unplanned",
+                len(one) == 1 and one[0].get("over_floor") is True and not one[0]["planned"]
+                and not any(p["planned"] for p in doc["evaluated"]), json.dumps(doc["evaluated"]))
+        floor = doc["checkpointed"]["lowest_peak_bytes"]
+        r.check(label + ": the choice says its lowest peak is the floor",
+                doc["checkpointed"].get("lowest_is_floor") is True, json.dumps(doc["checkpointed"]))
+        r.check(label + ": the summary says so, word for word",
+                lines_of(out, "  planned ") ==
+                ["  planned   no micro-batch fits: no program goes below %.2f MiB at 1 (its floor)"
+                 % (floor / MIB)], out)
+
+
 if __name__ == "__main__":
-    sys.exit(run_tests(test_plan_defaults, test_microbatch, test_check,
+    sys.exit(run_tests(test_plan_defaults, test_microbatch, test_microbatch_floor, test_check,
                        test_target_device_errors))
