@@ -660,6 +660,13 @@ def search_speed_kernel():
     return bench_module("search_speed").table_lines(load("search_speed_kernel.json"))
 
 
+@generator("search_speed_floor.json")
+def search_speed_floor():
+    """The 70B searches on 8 ranks again, before and after batch 1's floor
+    check (bench/search_speed.py --models 70b --worlds 8)."""
+    return bench_module("search_speed").table_lines(load("search_speed_floor.json"))
+
+
 @generator("plan_speed.json")
 def plan_speed():
     """Single plans on the synthetic chains and transformers, two builds in one run
