@@ -176,8 +176,6 @@ class Search {
       for (double c : OpCosts(g, o_.planner.cost)) p.step_cost += c;
       ClearPlan(&p);  // keeping everything is a checkpoint set
     }
-    if (b == 1 && with_plan && !p.baseline_fits && !p.planned && !p.over_floor && OverFloor(g, &p))
-      return true;
     if (with_plan && !p.baseline_fits && !p.planned && !p.over_floor) {
       p.planned = true;
       if (!(BoundsReserved() ? PlanReserved(g, b, planner, &p, err)
@@ -191,22 +189,11 @@ class Search {
     return true;
   }
 
-  // At batch 1: whether no program of g fits, its floor (PeakLowerBound)
-  // over the budget (reserved and device bytes are at least the allocated
-  // peak); then p records it in place of a plan, and nothing fits at all.
-  // (Elsewhere the planner runs: its lowest peak feeds the guesses.)
-  bool OverFloor(const Graph& g, BatchPoint* p) const {
-    const int64_t floor = PeakLowerBound(g);
-    if ((BoundsReserved() ? Bounded(floor) : floor) <= o_.budget_bytes) return false;
-    p->over_floor = true;
-    p->plan_peak_bytes = floor;
-    if (BoundsReserved()) p->plan_reserved_bytes = floor;
-    p->plan_fits = false;
-    return true;
-  }
-
-  // *over: batch 1's floor is over the budget (its point then records it:
-  // OverFloor), so no batch fits with any plan.
+  // *over: batch 1's floor (PeakLowerBound) is over the budget (reserved and
+  // device bytes are at least the allocated peak), so no batch fits with any
+  // plan; batch 1's point then records the floor in place of a plan.
+  // (Elsewhere the planner runs: its lowest peak feeds the guesses.) Called
+  // with no probe running.
   bool FloorOverAtOne(bool* over, std::string* err) {
     *over = false;
     BatchPoint* one;
@@ -219,8 +206,12 @@ class Search {
     if (!graph_at_(1, &jg, err)) return false;
     const int64_t floor = PeakLowerBound(jg.graph);
     if ((BoundsReserved() ? Bounded(floor) : floor) <= o_.budget_bytes) return true;
-    if (!Eval(1, true, &one, err)) return false;  // Compute records the floor
-    *over = one->over_floor;
+    std::lock_guard<std::mutex> lock(points_mutex_);
+    one->over_floor = true;
+    one->plan_peak_bytes = floor;
+    if (BoundsReserved()) one->plan_reserved_bytes = floor;
+    one->plan_fits = false;
+    *over = true;
     return true;
   }
 
