@@ -111,6 +111,11 @@ class Search {
     return true;
   }
 
+  // Whether point p fits, by the kind's predicate (with or without a plan).
+  static bool FitsFor(const BatchPoint& p, bool with_plan) {
+    return with_plan ? p.plan_fits : p.baseline_fits;
+  }
+
   // Whether point p (of batch b) answers for the kind without more work.
   static bool Complete(const BatchPoint& p, int64_t b, bool with_plan) {
     return p.batch == b && (p.planned || p.over_floor || !with_plan || p.baseline_fits);
@@ -250,8 +255,7 @@ class Search {
       quiet.cancel = stop;
       if (!Eval(b, with_plan, quiet, out, err)) return false;
       const BatchPoint& p = **out;
-      if (on_fit != nullptr && Complete(p, b, with_plan) &&
-          (with_plan ? p.plan_fits : p.baseline_fits))
+      if (on_fit != nullptr && Complete(p, b, with_plan) && FitsFor(p, with_plan))
         on_fit->store(true);
       return true;
     });
@@ -284,7 +288,7 @@ class Search {
     const BatchPoint* point() const {
       return point_ != nullptr && Complete(*point_, b_, with_plan_) ? point_ : nullptr;
     }
-    bool Fits() const { return with_plan_ ? point_->plan_fits : point_->baseline_fits; }
+    bool Fits() const { return FitsFor(*point_, with_plan_); }
 
    private:
     int64_t b_;
@@ -418,7 +422,7 @@ class Search {
       planner.cancel = stop;
       BatchPoint* p;
       if (!Eval(b, with_plan, planner, &p, err)) return false;
-      *ok = with_plan ? p->plan_fits : p->baseline_fits;
+      *ok = FitsFor(*p, with_plan);
       return true;
     };
     *best = 0;
