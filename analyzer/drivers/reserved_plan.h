@@ -114,8 +114,9 @@ bool BetterRoundPlan(const RoundPlan& now, const RoundPlan& kept);
 // feasible means plan.feasible for kAllocated, reserved.reserved_peak_bytes
 // <= budget for kReserved, device_total.total_bytes <= budget for kDevice
 // (a plan whose bytes fit fits, even where the planner missed the allocation
-// budget it was given: as the micro-batch search counts it); has_device when a device was given
-// (then device_total is of `reserved`, whose replay held the device's library workspaces).
+// budget it was given: as the micro-batch search counts it); has_device when
+// a device was given (then device_total is of `reserved`, whose replay held
+// the device's library workspaces).
 struct BudgetedPlan {
   BudgetOf budget_of = BudgetOf::kAllocated;
   bool feasible = false;  // the plan fits the budget in the bytes budget_of names
