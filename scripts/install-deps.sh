@@ -35,10 +35,23 @@ fi
 if ((venvs)); then
   root="$(cd "$(dirname "$0")/.." && pwd)"
   py="${MEMPLAN_VENV_PYTHON:-python3.11}"
+  # A venv takes about 6 GiB (torch with its CUDA libraries, triton) and pip
+  # unpacks wheels beside it: a full disk fails here, before pip starts.
+  need_gib=${MEMPLAN_VENV_MIN_FREE_GIB:-7}
+  check_space() {  # check_space DIR
+    local free_kib
+    free_kib=$(df -Pk "$root" | awk 'NR == 2 { print $4 }')
+    if ((free_kib < need_gib * 1024 * 1024)); then
+      echo "install-deps: making $1 needs about $need_gib GiB free; $root has" \
+        "$(awk -v k="$free_kib" 'BEGIN { printf "%.1f", k / 1048576 }') GiB" >&2
+      exit 1
+    fi
+  }
   make_venv() {  # make_venv DIR REQUIREMENTS
     local venv="$root/$1" req="$root/requirements/$2"
     local check="$root/scripts/check_pins.py"
     if ! "$venv/bin/python" "$check" "$req" 2>/dev/null; then
+      check_space "$1"
       command -v "$py" >/dev/null || { echo "install-deps: $py not found (the torch wheels are for Python 3.11; set MEMPLAN_VENV_PYTHON)" >&2; exit 1; }
       [[ -x "$venv/bin/pip" ]] || "$py" -m venv "$venv"
       "$venv/bin/pip" install -q --disable-pip-version-check -r "$req" 2>&1 \
