@@ -1022,7 +1022,7 @@ ojson TensorJson(const Graph& g, const Tensor& t) {
   if (t.alias_of >= 0) jt["alias_of"] = g.tensors[t.alias_of].id;
   if (t.grad_of >= 0) jt["grad_of"] = g.tensors[t.grad_of].id;
   if (!t.extra.empty()) {
-    const ojson extra = ojson::parse(t.extra);
+    const ojson extra = ojson::parse(t.extra.view());
     for (const auto& [k, v] : extra.items()) jt[k] = v;
   }
   return jt;
@@ -1049,7 +1049,7 @@ ojson OpJson(const Graph& g, const Op& op) {
   if (op.accumulate) jo["accumulate"] = true;
   if (!op.scope.empty()) jo["scope"] = op.scope;
   if (!op.extra.empty()) {
-    const ojson extra = ojson::parse(op.extra);
+    const ojson extra = ojson::parse(op.extra.view());
     for (const auto& [k, v] : extra.items()) jo[k] = v;
   }
   return jo;

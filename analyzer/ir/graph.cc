@@ -47,6 +47,9 @@ constexpr DTypeInfo kDTypes[] = {
     {8, true},   // complex64
 };
 static_assert(std::size(kDTypes) == std::size(kDTypeNames));
+// The records' sizes graph.h states (std::string is 32 bytes in libstdc++).
+static_assert(sizeof(Tensor) == sizeof(std::string) + 56);
+static_assert(sizeof(Op) == sizeof(std::string) + 128);
 
 constexpr EnumName<TensorKind> kKindNames[] = {
     {TensorKind::kInput, "input"},         {TensorKind::kParameter, "parameter"},

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "analyzer/base/compact_string.h"
 #include "analyzer/base/interned_string.h"
 #include "analyzer/base/name_index.h"
 #include "analyzer/base/small_vector.h"
@@ -72,14 +73,15 @@ enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
 bool ParsePhase(std::string_view name, Phase* out);
 const char* PhaseName(Phase p);
 
+// Fields are ordered for size (88 bytes): a graph holds millions.
 struct Tensor {
   std::string id;
   Shape shape;
   DType dtype = DType::kFloat32;
   TensorKind kind = TensorKind::kActivation;
-  int alias_of = -1;  // the tensor this one is a view of, or -1
-  int grad_of = -1;   // the tensor this one is the gradient of, or -1
-  std::string extra;  // unknown keys as a serialized JSON object ("" if none)
+  int alias_of = -1;    // the tensor this one is a view of, or -1
+  int grad_of = -1;     // the tensor this one is the gradient of, or -1
+  CompactString extra;  // unknown keys as a serialized JSON object ("" if none)
 
   // Derived by Graph::Finalize.
   int64_t numel = 0;
@@ -93,21 +95,22 @@ struct Tensor {
 using TensorIds = SmallVector<int, 4>;
 
 // type and scope are interned: a graph has few distinct values of each, and
-// the lowering copies both into every backward op.
+// the lowering copies both into every backward op. Fields are ordered for
+// size (160 bytes).
 struct Op {
   std::string id;
   InternedString type;
   TensorIds inputs;
   TensorIds outputs;
-  Phase phase = Phase::kForward;
+  TensorIds saves;
   double flops = -1;    // < 0: not given
   double time_us = -1;  // < 0: not given
   int64_t workspace_bytes = 0;
-  TensorIds saves;
+  InternedString scope;
+  CompactString extra;  // unknown keys as a serialized JSON object ("" if none)
+  Phase phase = Phase::kForward;
   bool saves_given = false;
   bool accumulate = false;
-  InternedString scope;
-  std::string extra;  // unknown keys as a serialized JSON object ("" if none)
 };
 
 // A source.warnings entry: an op's number that the symbolic export
