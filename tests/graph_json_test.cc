@@ -1201,3 +1201,38 @@ TEST_CASE("graph_json: dimension expression errors name the pointer") {
 }
 
 }  // namespace memplan
+
+namespace memplan {
+namespace {
+
+// The op lists' tensor lookup tries the tensor after the last one found
+// first: references in declaration order, repeated, backwards, far apart
+// and unknown all resolve as the index does.
+TEST_CASE("graph_json: op tensor references in any order resolve by id") {
+  const std::string tensors = R"(
+    {"id": "a", "shape": [2], "dtype": "float32", "kind": "input"},
+    {"id": "b", "shape": [2], "dtype": "float32", "kind": "parameter"},
+    {"id": "c", "shape": [2], "dtype": "float32"},
+    {"id": "d", "shape": [2], "dtype": "float32"},
+    {"id": "e", "shape": [2], "dtype": "float32"})";
+  const std::string ops = R"(
+    {"id": "o1", "type": "add", "inputs": ["a", "b", "b", "a"], "outputs": ["c"]},
+    {"id": "o2", "type": "mul", "inputs": ["c", "a"], "outputs": ["e"]},
+    {"id": "o3", "type": "mul", "inputs": ["e", "b", "c"], "outputs": ["d"]})";
+  Graph g;
+  std::string err;
+  REQUIRE(ParseGraph(Doc(tensors, ops), "g.json", {}, &g, &err));
+  CHECK(g.ops[0].inputs.ToVector() == std::vector<int>{0, 1, 1, 0});
+  CHECK(g.ops[0].outputs.ToVector() == std::vector<int>{2});
+  CHECK(g.ops[1].inputs.ToVector() == std::vector<int>{2, 0});
+  CHECK(g.ops[1].outputs.ToVector() == std::vector<int>{4});
+  CHECK(g.ops[2].inputs.ToVector() == std::vector<int>{4, 1, 2});
+  CHECK(g.ops[2].outputs.ToVector() == std::vector<int>{3});
+  CHECK(Err(Doc(tensors, R"({"id": "o1", "type": "add", "inputs": ["a", "b", "bb"],
+                              "outputs": ["c"]})")) ==
+        "g.json: /ops/0/inputs/2: unknown tensor \"bb\"; expected the id of a tensor in "
+        "/tensors");
+}
+
+}  // namespace
+}  // namespace memplan

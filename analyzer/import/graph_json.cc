@@ -481,6 +481,19 @@ class GraphParser {
     return true;
   }
 
+  // Ops name their tensors mostly in the order /tensors declares them: the
+  // tensor after the last one found, or that one, before the index (ids are
+  // unique by now, so a match is the index's answer).
+  int FindTensorNear(const std::string& id) {
+    const std::vector<Tensor>& tensors = g_->tensors;
+    for (int t : {last_ref_ + 1, last_ref_})
+      if (t >= 0 && t < static_cast<int>(tensors.size()) && tensors[t].id == id)
+        return last_ref_ = t;
+    const int t = g_->FindTensor(id);
+    if (t >= 0) last_ref_ = t;
+    return t;
+  }
+
   template <class Ids>  // std::vector<int> or TensorIds
   bool TensorList(ObjectView obj, const std::string& ptr, const char* key, bool required,
                   Ids* out) {
@@ -490,7 +503,7 @@ class GraphParser {
     out->reserve(it->size());
     for (size_t i = 0; i < it->size(); ++i) {
       const json& j = (*it)[i];
-      int t = j.is_string() ? g_->FindTensor(j.get_ref<const std::string&>()) : -1;
+      int t = j.is_string() ? FindTensorNear(j.get_ref<const std::string&>()) : -1;
       if (t < 0 && !TensorRef(j, fmt::format("{}/{}/{}", ptr, key, i), &t)) return false;
       out->push_back(t);
     }
@@ -766,6 +779,7 @@ class GraphParser {
   std::set<std::string> used_symbols_, undeclared_overrides_;
   int64_t total_bytes_ = 0;
   size_t object_bound_ = 0;
+  int last_ref_ = -1;    // the tensor FindTensorNear found last
   std::string pointer_;  // ElementPointer's buffer
 };
 
