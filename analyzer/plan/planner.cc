@@ -49,18 +49,30 @@ bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
   CheckpointProgramOptions program = options.program;
   program.each_use = &out->each_use;
   program.reverse_order = &out->reverse_order;
-  out->checkpoint = BuildCheckpointProgram(g, keep, program);
   SimOptions sim;
   sim.op_cost = costs;
   sim.collect_live_at_peak = options.detailed;
   sim.accumulating_gradients = options.accumulating_gradients;
   sim.peak_only = options.peak_only;
   sim.stop_above = options.stop_above;
-  if (!Simulate(g, out->checkpoint.program, sim, &out->sim, err)) {
-    *err = "checkpoint program is invalid: " + *err;
-    return false;
+  if (!options.peak_only) {
+    out->checkpoint = BuildCheckpointProgram(g, keep, program);
+    if (!Simulate(g, out->checkpoint.program, sim, &out->sim, err)) {
+      *err = "checkpoint program is invalid: " + *err;
+      return false;
+    }
+    out->recompute_cost = out->sim.recompute_cost;
+    return true;
   }
+  ScoreScratch own;
+  ScoreScratch& scratch = options.scratch != nullptr ? *options.scratch : own;
+  out->checkpoint = LayOutCheckpointProgram(g, keep, program, &scratch.layout);
+  LeanReplay(g, scratch.layout, sim, &out->sim, &scratch.replay);
   out->recompute_cost = out->sim.recompute_cost;
+  if (out->sim.stopped) return true;
+  out->checkpoint.program = MaterializeProgram(scratch.layout);
+  if (options.detailed && !CollectPlanLiveAtPeak(g, options.accumulating_gradients, out, err))
+    return false;
   return true;
 }
 

@@ -147,6 +147,7 @@
 #include "analyzer/ir/graph.h"
 #include "analyzer/plan/cost_model.h"
 #include "analyzer/sim/checkpoint.h"
+#include "analyzer/sim/lean_replay.h"
 #include "analyzer/sim/program.h"
 #include "analyzer/sim/simulator.h"
 
@@ -235,8 +236,8 @@ struct ScoredPlan {
 
 // Invariants (see the top of this file): best.sim.peak_bytes <= budget_bytes
 // when feasible; otherwise best is the lowest peak the search met
-// (min_feasible_peak_bytes). Every program passed the simulator's validity
-// checks.
+// (min_feasible_peak_bytes). best's program passed the simulator's validity
+// checks (the search's trials are replayed peak-only, unchecked).
 struct PlanResult {
   bool feasible = false;
   PlanAlgorithm algorithm = PlanAlgorithm::kGreedy;  // the one that ran
@@ -260,6 +261,12 @@ struct PlanResult {
   bool search_complete = true;
 };
 
+// What ScoreCheckpointSet reuses between peak-only calls.
+struct ScoreScratch {
+  ProgramLayout layout;
+  LeanReplayScratch replay;
+};
+
 // How ScoreCheckpointSet builds and replays a set's program. {} is the
 // on-demand program under inplace accumulation, replayed in detail; e.g.
 // {.program = {.mode = m, .each_use = &each_use}, .detailed = false}.
@@ -272,11 +279,16 @@ struct ScoreOptions {
   bool detailed = true;
   // SimOptions::accumulating_gradients.
   bool accumulating_gradients = false;
-  // SimOptions::peak_only: the plan's simulation holds its figures only.
+  // SimOptions::peak_only: the plan's simulation holds its figures only,
+  // replayed from the program's layout (sim/lean_replay.h: unchecked), and
+  // the program is laid out only when the replay was not stopped.
   bool peak_only = false;
   // SimOptions::stop_above (with peak_only): the replay stops once the live
-  // bytes pass it (sim.stopped).
+  // bytes pass it (sim.stopped; checkpoint.program is then empty).
   int64_t stop_above = std::numeric_limits<int64_t>::max();
+  // With peak_only: storage reused from one call to the next (one per
+  // thread); null: the call's own.
+  ScoreScratch* scratch = nullptr;
 };
 
 // Scores one checkpoint set (keep, by tensor) with op costs by op index

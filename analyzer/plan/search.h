@@ -297,6 +297,7 @@ class Search {
   ChainStages stages_;
   bool stages_computed_ = false;
   int64_t exact_evaluation_limit_ = kMaxExactEvaluations;
+  ScoreScratch scratch_;  // ScoreTrial's
 };
 
 }  // namespace memplan::plan_search

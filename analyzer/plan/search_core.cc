@@ -212,7 +212,8 @@ bool Search::ScoreTrial(ScoredPlan* out, int64_t collect_below, int64_t stop_abo
                            .stop_above = first || !options_.stop_trials ||
                                                  stop_above == std::numeric_limits<int64_t>::max()
                                              ? std::numeric_limits<int64_t>::max()
-                                             : std::max({stop_above, lowest_.peak_bytes, budget_})};
+                                             : std::max({stop_above, lowest_.peak_bytes, budget_}),
+                           .scratch = &scratch_};
   if (!ScoreCheckpointSet(g_, KeepVector(), costs_, score, out, err_)) return false;
   out->recompute_cost += DispatchCharge(out->keep);
   if (out->sim.stopped) {  // over the lowest peak and the budget

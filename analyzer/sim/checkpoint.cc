@@ -105,6 +105,8 @@ class ProgramBuilder {
     SetAlive();
   }
 
+  // The program's recomputation, its runs in runs() and the tensors that
+  // continue past the forward in continues(); no steps.
   CheckpointProgram Build() {
     if (!recompute_group_.empty()) PlanGroups();
     triggered_.assign(members_.size(), false);
@@ -131,9 +133,11 @@ class ProgramBuilder {
       for (size_t t = 0; t < recomputed.size(); ++t)
         if (recomputed[t]) tensors.push_back(static_cast<int>(t));
     }
-    result_.program = BuildProgram(g_, runs_, mode_, &continues_);
     return std::move(result_);
   }
+
+  const std::vector<int>& runs() const { return runs_; }
+  const std::vector<bool>& continues() const { return continues_; }
 
  private:
   static const std::vector<int>& NoGroups() {
@@ -343,7 +347,19 @@ class ProgramBuilder {
 
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          const CheckpointProgramOptions& options) {
-  return ProgramBuilder(g, keep, options).Build();
+  ProgramBuilder builder(g, keep, options);
+  CheckpointProgram out = builder.Build();
+  out.program = BuildProgram(g, builder.runs(), options.mode, &builder.continues());
+  return out;
+}
+
+CheckpointProgram LayOutCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                          const CheckpointProgramOptions& options,
+                                          ProgramLayout* layout) {
+  ProgramBuilder builder(g, keep, options);
+  CheckpointProgram out = builder.Build();
+  LayOutProgram(g, builder.runs(), options.mode, &builder.continues(), layout);
+  return out;
 }
 
 }  // namespace memplan

@@ -83,6 +83,13 @@ struct CheckpointProgramOptions {
 CheckpointProgram BuildCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
                                          const CheckpointProgramOptions& options = {});
 
+// BuildCheckpointProgram with the program left empty and its layout in
+// *layout instead (program.h: MaterializeProgram(*layout) is the program),
+// whose storage is reused.
+CheckpointProgram LayOutCheckpointProgram(const Graph& g, const std::vector<bool>& keep,
+                                          const CheckpointProgramOptions& options,
+                                          ProgramLayout* layout);
+
 // By op: true where reverse_order can differ from input order: an op that
 // reads two or more candidates (or views of them).
 std::vector<bool> OrderMatters(const Graph& g);

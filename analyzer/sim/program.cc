@@ -104,8 +104,8 @@ struct TakeOverCandidate {
 
 }  // namespace
 
-Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
-                     const std::vector<bool>* keep) {
+void LayOutProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
+                   const std::vector<bool>* keep, ProgramLayout* out) {
   const int steps = static_cast<int>(runs.size());
   const Topology& topo = g.topology;
   const std::vector<bool>& kept = KeptToEnd(g);
@@ -191,37 +191,59 @@ Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationM
 
   // In-place takeovers: the sum's last use is this step and no view of it
   // is used here or later.
-  std::vector<std::pair<int, int>> takeover(steps, {-1, -1});
+  out->runs = runs;
+  out->takeover.assign(steps, {-1, -1});
   for (const TakeOverCandidate& c : candidates) {
     if (instances[c.instance].last != c.step) continue;
     bool views_dead = true;
     for (int v = c.views_begin; v < c.views_end && views_dead; ++v)
       views_dead = instances[candidate_views[v]].last < c.step;
     if (!views_dead) continue;
-    takeover[c.step] = {c.out, c.in};
+    out->takeover[c.step] = {c.out, c.in};
     instances[c.instance].consumed = true;
   }
-  // The tensors freed after each step (a list or two holds them inline).
-  std::vector<SmallVector<int, 4>> frees(steps);
-  for (const Instance& inst : instances)
-    if (!kept[inst.tensor] && !inst.consumed && inst.last >= 0)
-      frees[inst.last].push_back(inst.tensor);
-  // A kept copy last used before the rerun is freed by then: the rerun
-  // allocates a copy nothing reads, freed right after it.
-  for (const auto& [step, t, inst] : remade)
-    if (!kept[t] && instances[inst].last < step) frees[step].push_back(t);
+  // The tensors freed after each run, by a counting sort on the run: each
+  // instance last used there, and each rerun's copy of a kept tensor freed
+  // before the rerun (the rerun allocates a copy nothing reads, freed right
+  // after it).
+  std::vector<int>& start_of = out->free_start;
+  start_of.assign(steps + 1, 0);
+  auto for_each_free = [&](auto&& visit) {
+    for (const Instance& inst : instances)
+      if (!kept[inst.tensor] && !inst.consumed && inst.last >= 0) visit(inst.last, inst.tensor);
+    for (const auto& [step, t, inst] : remade)
+      if (!kept[t] && instances[inst].last < step) visit(step, t);
+  };
+  for_each_free([&](int step, int) { ++start_of[step + 1]; });
+  for (int p = 0; p < steps; ++p) start_of[p + 1] += start_of[p];
+  out->frees.resize(start_of[steps]);
+  std::vector<int> fill(start_of.begin(), start_of.end() - 1);
+  for_each_free([&](int step, int t) { out->frees[fill[step]++] = t; });
+}
+
+Program MaterializeProgram(const ProgramLayout& layout) {
+  const int steps = static_cast<int>(layout.runs.size());
   Program program;
   program.steps.reserve(2 * steps);
   for (int p = 0; p < steps; ++p) {
     Step& run = program.steps.emplace_back();
-    run.op = runs[p];
-    if (takeover[p].first >= 0) run.inplace.push_back(takeover[p]);
-    if (!frees[p].empty()) {
-      std::sort(frees[p].begin(), frees[p].end());
-      program.steps.emplace_back().free = std::move(frees[p]);
+    run.op = layout.runs[p];
+    if (layout.takeover[p].first >= 0) run.inplace.push_back(layout.takeover[p]);
+    const int begin = layout.free_start[p], end = layout.free_start[p + 1];
+    if (begin < end) {
+      Step& free = program.steps.emplace_back();
+      free.free.assign(layout.frees.begin() + begin, layout.frees.begin() + end);
+      std::sort(free.free.begin(), free.free.end());
     }
   }
   return program;
+}
+
+Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
+                     const std::vector<bool>* keep) {
+  ProgramLayout layout;
+  LayOutProgram(g, runs, mode, keep, &layout);
+  return MaterializeProgram(layout);
 }
 
 Program BuildBaselineProgram(const Graph& g, AccumulationMode mode) {

@@ -57,6 +57,25 @@ std::vector<int> ScheduleOrder(const Graph& g, AccumulationMode mode);
 // copy is discarded; if the kept copy was freed before, the rerun's copy is
 // freed right after it). In-place takeovers follow the rule above.
 // O(runs x arity + tensors).
+// A program before its steps are laid out: its op runs and, by run, the
+// in-place takeover (output, input; (-1, -1) when none) and the tensors freed
+// right after it (frees[free_start[p], free_start[p + 1]), in no order).
+// Invariants: takeover has one entry per run, free_start one more.
+struct ProgramLayout {
+  std::vector<int> runs;
+  std::vector<std::pair<int, int>> takeover;
+  std::vector<int> free_start, frees;
+};
+
+// BuildProgram's analysis (below) without the steps; *out's storage is
+// reused.
+void LayOutProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
+                   const std::vector<bool>* keep, ProgramLayout* out);
+
+// The steps: each run, then a free step with that run's frees, sorted, when
+// it has any.
+Program MaterializeProgram(const ProgramLayout& layout);
+
 Program BuildProgram(const Graph& g, const std::vector<int>& runs, AccumulationMode mode,
                      const std::vector<bool>* keep);
 

@@ -1,0 +1,136 @@
+#include "analyzer/sim/lean_replay.h"
+
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "analyzer/plan/planner.h"
+#include "analyzer/sim/checkpoint.h"
+#include "random_graph.h"
+#include "test_util.h"
+
+namespace memplan {
+namespace {
+
+using testing::MustLower;
+
+bool SameSteps(const Program& a, const Program& b) {
+  if (a.steps.size() != b.steps.size()) return false;
+  for (size_t s = 0; s < a.steps.size(); ++s) {
+    const Step& x = a.steps[s];
+    const Step& y = b.steps[s];
+    if (x.op != y.op || !std::equal(x.free.begin(), x.free.end(), y.free.begin(), y.free.end()) ||
+        !std::equal(x.inplace.begin(), x.inplace.end(), y.inplace.begin(), y.inplace.end()))
+      return false;
+  }
+  return true;
+}
+
+// One program, replayed both ways at `bound`: the figures must agree.
+void CheckFigures(const Graph& g, const Program& program, const ProgramLayout& layout,
+                  SimOptions options, int64_t bound, LeanReplayScratch* scratch, int* stopped) {
+  CAPTURE(bound);
+  options.stop_above = bound;
+  SimResult want, got;
+  std::string err;
+  REQUIRE(Simulate(g, program, options, &want, &err));
+  LeanReplay(g, layout, options, &got, scratch);
+  CHECK(got.peak_bytes == want.peak_bytes);
+  CHECK(got.peak_step == want.peak_step);
+  CHECK(got.start_bytes == want.start_bytes);
+  CHECK(got.end_bytes == want.end_bytes);
+  CHECK(got.recompute_cost == want.recompute_cost);
+  CHECK(got.recompute_runs == want.recompute_runs);
+  CHECK(got.stopped == want.stopped);
+  CHECK(got.live_at_peak.empty());
+  CHECK(got.live_during.empty());
+  *stopped += got.stopped;
+}
+
+TEST_CASE("lean replay: the figures of the peak-only replay of the laid-out program") {
+  std::mt19937 rng(11);
+  LeanReplayScratch scratch;  // one for every graph: reused across sizes
+  ProgramLayout layout;
+  int stopped = 0, with_takeover = 0, with_reruns = 0, with_accumulators = 0;
+  const AccumulationMode modes[] = {AccumulationMode::kInplace, AccumulationMode::kOutOfPlace,
+                                    AccumulationMode::kDeferred};
+  for (uint32_t seed = 1; seed <= 60; ++seed) {
+    CAPTURE(seed);
+    Graph g = MustLower(testing::RandomForwardGraph(seed, 10 + static_cast<int>(seed % 25)));
+    std::vector<bool> keep(g.tensors.size(), false), each_use(g.tensors.size(), false),
+        reverse(g.ops.size(), false);
+    for (int t : CheckpointCandidates(g)) {
+      keep[t] = rng() % 2 == 0;
+      each_use[t] = rng() % 3 == 0;
+    }
+    for (size_t o = 0; o < reverse.size(); ++o) reverse[o] = rng() % 4 == 0;
+    const CheckpointProgramOptions program{
+        .mode = modes[seed % 3], .each_use = &each_use, .reverse_order = &reverse};
+    const CheckpointProgram built = BuildCheckpointProgram(g, keep, program);
+    const CheckpointProgram laid = LayOutCheckpointProgram(g, keep, program, &layout);
+    CHECK(laid.program.steps.empty());
+    CHECK(laid.recomputed_ops == built.recomputed_ops);
+    CHECK(laid.recomputed_tensors == built.recomputed_tensors);
+    CHECK(SameSteps(MaterializeProgram(layout), built.program));
+    for (const auto& [out, in] : layout.takeover) with_takeover += out >= 0;
+    with_reruns += !built.recomputed_ops.empty();
+
+    SimOptions options;
+    options.op_cost.resize(g.ops.size());
+    for (double& c : options.op_cost) c = 0.1 * static_cast<double>(rng() % 100);
+    options.peak_only = true;
+    options.accumulating_gradients = seed % 2 == 1;
+    SimResult whole;
+    std::string err;
+    REQUIRE(Simulate(g, built.program, options, &whole, &err));
+    if (options.accumulating_gradients) {
+      SimOptions plain = options;
+      plain.accumulating_gradients = false;
+      SimResult without;
+      REQUIRE(Simulate(g, built.program, plain, &without, &err));
+      with_accumulators += whole.start_bytes > without.start_bytes;
+    }
+    for (int64_t bound :
+         {std::numeric_limits<int64_t>::max(), whole.peak_bytes, whole.peak_bytes - 1,
+          (whole.start_bytes + whole.peak_bytes) / 2, whole.start_bytes, whole.start_bytes - 1})
+      CheckFigures(g, built.program, layout, options, bound, &scratch, &stopped);
+  }
+  // Not vacuous: takeovers, reruns, accumulators and stopped replays all met.
+  CHECK(with_takeover >= 10);
+  CHECK(with_reruns >= 30);
+  CHECK(with_accumulators >= 15);
+  CHECK(stopped >= 100);
+}
+
+TEST_CASE("lean replay: a peak-only score lays out its program unless the replay stopped") {
+  Graph g = MustLower(testing::RandomForwardGraph(5, 24));
+  std::vector<bool> keep(g.tensors.size(), false);
+  const std::vector<double> costs(g.ops.size(), 1.0);
+  ScoreScratch scratch;
+  ScoredPlan full, lean, cut;
+  std::string err;
+  REQUIRE(ScoreCheckpointSet(g, keep, costs, {.detailed = false}, &full, &err));
+  REQUIRE(ScoreCheckpointSet(
+      g, keep, costs, {.detailed = false, .peak_only = true, .scratch = &scratch}, &lean, &err));
+  CHECK(lean.sim.peak_bytes == full.sim.peak_bytes);
+  CHECK(lean.recompute_cost == full.recompute_cost);
+  CHECK(SameSteps(lean.checkpoint.program, full.checkpoint.program));
+  REQUIRE(ScoreCheckpointSet(g, keep, costs,
+                             {.detailed = false,
+                              .peak_only = true,
+                              .stop_above = full.sim.peak_bytes - 1,
+                              .scratch = &scratch},
+                             &cut, &err));
+  CHECK(cut.sim.stopped);
+  CHECK(cut.checkpoint.program.steps.empty());
+  CHECK(cut.recompute_cost == full.recompute_cost);
+  // Detailed and peak-only: what is alive at the peak, as a full replay finds it.
+  ScoredPlan detailed, lean_detailed;
+  REQUIRE(ScoreCheckpointSet(g, keep, costs, {}, &detailed, &err));
+  REQUIRE(ScoreCheckpointSet(g, keep, costs, {.peak_only = true}, &lean_detailed, &err));
+  CHECK(lean_detailed.sim.live_at_peak.size() == detailed.sim.live_at_peak.size());
+  CHECK(lean_detailed.sim.peak_by_kind == detailed.sim.peak_by_kind);
+}
+
+}  // namespace
+}  // namespace memplan
