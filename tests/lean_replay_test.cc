@@ -26,6 +26,15 @@ bool SameSteps(const Program& a, const Program& b) {
   return true;
 }
 
+bool SameLive(const std::vector<LiveBuffer>& a, const std::vector<LiveBuffer>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].tensor != b[i].tensor || a[i].owner != b[i].owner ||
+        a[i].workspace_of != b[i].workspace_of || a[i].bytes != b[i].bytes)
+      return false;
+  return true;
+}
+
 // One program, replayed both ways at `bound`: the figures must agree.
 void CheckFigures(const Graph& g, const Program& program, const ProgramLayout& layout,
                   SimOptions options, int64_t bound, LeanReplayScratch* scratch, int* stopped) {
@@ -51,7 +60,7 @@ TEST_CASE("lean replay: the figures of the peak-only replay of the laid-out prog
   std::mt19937 rng(11);
   LeanReplayScratch scratch;  // one for every graph: reused across sizes
   ProgramLayout layout;
-  int stopped = 0, with_takeover = 0, with_reruns = 0, with_accumulators = 0;
+  int stopped = 0, with_takeover = 0, with_reruns = 0, with_accumulators = 0, live_lists = 0;
   const AccumulationMode modes[] = {AccumulationMode::kInplace, AccumulationMode::kOutOfPlace,
                                     AccumulationMode::kDeferred};
   for (uint32_t seed = 1; seed <= 60; ++seed) {
@@ -90,6 +99,25 @@ TEST_CASE("lean replay: the figures of the peak-only replay of the laid-out prog
       REQUIRE(Simulate(g, built.program, plain, &without, &err));
       with_accumulators += whole.start_bytes > without.start_bytes;
     }
+    // What is alive at the peak, after start-up and at a few other run steps.
+    std::vector<int> steps = {whole.peak_step, -1};
+    for (int k = 0; k < 3; ++k) {
+      int s = static_cast<int>(rng() % built.program.steps.size());
+      while (!built.program.steps[s].IsRun()) --s;  // a free step follows a run
+      steps.push_back(s);
+    }
+    for (int step : steps) {
+      CAPTURE(step);
+      SimResult want, got;
+      want.peak_step = step;
+      SimOptions collect;
+      collect.accumulating_gradients = options.accumulating_gradients;
+      REQUIRE(CollectLiveAtPeak(g, built.program, collect, &want, &err));
+      LeanLiveAt(g, layout, options.accumulating_gradients, step, &got, &scratch);
+      CHECK(SameLive(got.live_at_peak, want.live_at_peak));
+      CHECK(got.peak_by_kind == want.peak_by_kind);
+      live_lists += !want.live_at_peak.empty();
+    }
     for (int64_t bound :
          {std::numeric_limits<int64_t>::max(), whole.peak_bytes, whole.peak_bytes - 1,
           (whole.start_bytes + whole.peak_bytes) / 2, whole.start_bytes, whole.start_bytes - 1})
@@ -100,9 +128,10 @@ TEST_CASE("lean replay: the figures of the peak-only replay of the laid-out prog
   CHECK(with_reruns >= 30);
   CHECK(with_accumulators >= 15);
   CHECK(stopped >= 100);
+  CHECK(live_lists >= 240);
 }
 
-TEST_CASE("lean replay: a peak-only score lays out its program unless the replay stopped") {
+TEST_CASE("lean replay: a peak-only score keeps no program, and what is alive only if asked") {
   Graph g = MustLower(testing::RandomForwardGraph(5, 24));
   std::vector<bool> keep(g.tensors.size(), false);
   const std::vector<double> costs(g.ops.size(), 1.0);
@@ -114,7 +143,9 @@ TEST_CASE("lean replay: a peak-only score lays out its program unless the replay
       g, keep, costs, {.detailed = false, .peak_only = true, .scratch = &scratch}, &lean, &err));
   CHECK(lean.sim.peak_bytes == full.sim.peak_bytes);
   CHECK(lean.recompute_cost == full.recompute_cost);
-  CHECK(SameSteps(lean.checkpoint.program, full.checkpoint.program));
+  CHECK(lean.checkpoint.program.steps.empty());
+  CHECK(lean.checkpoint.recomputed_ops == full.checkpoint.recomputed_ops);
+  CHECK(lean.sim.live_at_peak.empty());  // not asked for
   REQUIRE(ScoreCheckpointSet(g, keep, costs,
                              {.detailed = false,
                               .peak_only = true,
@@ -128,8 +159,18 @@ TEST_CASE("lean replay: a peak-only score lays out its program unless the replay
   ScoredPlan detailed, lean_detailed;
   REQUIRE(ScoreCheckpointSet(g, keep, costs, {}, &detailed, &err));
   REQUIRE(ScoreCheckpointSet(g, keep, costs, {.peak_only = true}, &lean_detailed, &err));
-  CHECK(lean_detailed.sim.live_at_peak.size() == detailed.sim.live_at_peak.size());
+  CHECK(SameLive(lean_detailed.sim.live_at_peak, detailed.sim.live_at_peak));
   CHECK(lean_detailed.sim.peak_by_kind == detailed.sim.peak_by_kind);
+  // Not detailed: collected only when the peak is below collect_below.
+  for (int64_t below : {full.sim.peak_bytes, full.sim.peak_bytes + 1}) {
+    ScoredPlan trial;
+    REQUIRE(ScoreCheckpointSet(g, keep, costs,
+                               {.detailed = false, .peak_only = true, .collect_below = below},
+                               &trial, &err));
+    CHECK(trial.sim.live_at_peak.empty() == (below == full.sim.peak_bytes));
+    if (below > full.sim.peak_bytes)
+      CHECK(SameLive(trial.sim.live_at_peak, detailed.sim.live_at_peak));
+  }
 }
 
 }  // namespace

@@ -69,10 +69,9 @@ bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
   out->checkpoint = LayOutCheckpointProgram(g, keep, program, &scratch.layout);
   LeanReplay(g, scratch.layout, sim, &out->sim, &scratch.replay);
   out->recompute_cost = out->sim.recompute_cost;
-  if (out->sim.stopped) return true;
-  out->checkpoint.program = MaterializeProgram(scratch.layout);
-  if (options.detailed && !CollectPlanLiveAtPeak(g, options.accumulating_gradients, out, err))
-    return false;
+  if (!out->sim.stopped && (options.detailed || out->sim.peak_bytes < options.collect_below))
+    LeanLiveAt(g, scratch.layout, options.accumulating_gradients, out->sim.peak_step, &out->sim,
+               &scratch.replay);
   return true;
 }
 

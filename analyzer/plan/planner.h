@@ -281,11 +281,14 @@ struct ScoreOptions {
   bool accumulating_gradients = false;
   // SimOptions::peak_only: the plan's simulation holds its figures only,
   // replayed from the program's layout (sim/lean_replay.h: unchecked), and
-  // the program is laid out only when the replay was not stopped.
+  // checkpoint.program stays empty (the rest of checkpoint is filled).
   bool peak_only = false;
   // SimOptions::stop_above (with peak_only): the replay stops once the live
-  // bytes pass it (sim.stopped; checkpoint.program is then empty).
+  // bytes pass it (sim.stopped).
   int64_t stop_above = std::numeric_limits<int64_t>::max();
+  // With peak_only and detailed false: what is alive at the peak all the
+  // same when the replay did not stop and the peak is below this.
+  int64_t collect_below = std::numeric_limits<int64_t>::min();
   // With peak_only: storage reused from one call to the next (one per
   // thread); null: the call's own.
   ScoreScratch* scratch = nullptr;

@@ -213,6 +213,7 @@ bool Search::ScoreTrial(ScoredPlan* out, int64_t collect_below, int64_t stop_abo
                                                  stop_above == std::numeric_limits<int64_t>::max()
                                              ? std::numeric_limits<int64_t>::max()
                                              : std::max({stop_above, lowest_.peak_bytes, budget_}),
+                           .collect_below = collect_below,
                            .scratch = &scratch_};
   if (!ScoreCheckpointSet(g_, KeepVector(), costs_, score, out, err_)) return false;
   out->recompute_cost += DispatchCharge(out->keep);
@@ -220,9 +221,6 @@ bool Search::ScoreTrial(ScoredPlan* out, int64_t collect_below, int64_t stop_abo
     ++result_->stopped_trials;
     return true;
   }
-  if (out->sim.peak_bytes < collect_below &&
-      !CollectPlanLiveAtPeak(g_, options_.accumulating_gradients, out, err_))
-    return false;
   if (first || LowerPeak(*out, lowest_.peak_bytes, lowest_.recompute_cost)) {
     lowest_.peak_bytes = out->sim.peak_bytes;
     lowest_.recompute_cost = out->recompute_cost;

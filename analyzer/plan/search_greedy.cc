@@ -279,7 +279,11 @@ bool Search::OrderFlips(ScoredPlan* current, bool* lower) {
   // recomputation there is what the order changes.
   const std::vector<int> order_ops = OrderOps();
   std::vector<int> near_peak;
-  const std::vector<Step>& steps = current->checkpoint.program.steps;
+  // The search's scores keep no program (ScoreOptions::peak_only): lay it
+  // out again.
+  const CheckpointProgram built = BuildCheckpointProgram(
+      g_, current->keep, ProgramOptions(&current->each_use, &current->reverse_order));
+  const std::vector<Step>& steps = built.program.steps;
   for (size_t i = std::max(0, current->sim.peak_step); i < steps.size(); ++i) {
     const int o = steps[i].op;
     if (o < 0) continue;

@@ -1,6 +1,8 @@
 #include "analyzer/sim/lean_replay.h"
 
+#include <algorithm>
 #include <span>
+#include <utility>
 
 namespace memplan {
 
@@ -8,9 +10,15 @@ namespace {
 
 class LeanRun {
  public:
+  // snapshot_step >= -1: stop at that step, with what is alive then.
   LeanRun(const Graph& g, const ProgramLayout& layout, const SimOptions& options,
-          LeanReplayScratch* scratch)
-      : g_(g), topo_(g.topology), layout_(layout), options_(options), s_(*scratch) {}
+          LeanReplayScratch* scratch, int snapshot_step = -2)
+      : g_(g),
+        topo_(g.topology),
+        layout_(layout),
+        options_(options),
+        s_(*scratch),
+        snapshot_step_(snapshot_step) {}
 
   void Run(SimResult* r) {
     *r = SimResult();
@@ -28,14 +36,16 @@ class LeanRun {
     r->start_bytes = live_ + pending_;
     r->peak_bytes = r->start_bytes;
     r->peak_step = -1;
+    if (snapshot_step_ == -1) return Snapshot(-1, r);
     const int runs = static_cast<int>(layout_.runs.size());
     int step = 0;
     for (int p = 0; p < runs; ++p, ++step) {
+      if (step == snapshot_step_) return Snapshot(p, r);
       RunStep(p, step, r);
       if (r->peak_bytes > options_.stop_above) return Stop(p + 1, r);
       const int begin = layout_.free_start[p], end = layout_.free_start[p + 1];
       if (begin == end) continue;
-      ++step;
+      if (++step == snapshot_step_) return;  // a free step holds no peak
       for (int i = begin; i < end; ++i) Release(layout_.frees[i]);
       if (r->peak_bytes > options_.stop_above) return Stop(p + 1, r);
     }
@@ -60,7 +70,7 @@ class LeanRun {
 
   void Allocate(int t) {
     s_.buffer_of[t] = static_cast<int>(s_.buffers.size());
-    s_.buffers.push_back({topo_.bytes[t], 1});
+    s_.buffers.push_back({topo_.bytes[t], t, 1});
     s_.alive[t] = 1;
     live_ += topo_.bytes[t];
   }
@@ -108,6 +118,58 @@ class LeanRun {
     if (run == 1 && options_.accumulating_gradients) pending_ -= s_.made_at[o];
   }
 
+  // What is alive while run p runs, before it does,
+  // as simulator.cc's Snapshot lists it and CollectLiveAtPeak adds the
+  // accumulators not made before that step (p -1: after start-up).
+  void Snapshot(int p, SimResult* r) {
+    std::vector<int>& holder = s_.holder;
+    holder.assign(s_.buffers.size(), -1);
+    for (size_t t = 0; t < s_.alive.size(); ++t) {
+      if (!s_.alive[t]) continue;
+      int& h = holder[s_.buffer_of[t]];
+      if (h < 0 || (topo_.IsView(h) && !topo_.IsView(static_cast<int>(t)))) h = static_cast<int>(t);
+    }
+    std::vector<LiveBuffer>& out = r->live_at_peak;
+    out.clear();
+    for (size_t b = 0; b < s_.buffers.size(); ++b)
+      if (s_.buffers[b].refs > 0)
+        out.push_back({holder[b], s_.buffers[b].owner, -1, s_.buffers[b].bytes});
+    const int o = p >= 0 ? layout_.runs[p] : -1;
+    if (o >= 0) {
+      for (int t : topo_.Outputs(o))
+        if (!topo_.IsView(t) && t != layout_.takeover[p].first)
+          out.push_back({t, t, -1, topo_.bytes[t]});
+      if (topo_.workspace_bytes[o] > 0) out.push_back({-1, -1, o, topo_.workspace_bytes[o]});
+    }
+    SortLargestFirst(&out);
+    r->peak_by_kind.fill(0);
+    for (const LiveBuffer& lb : out) {
+      const TensorKind k = lb.owner >= 0 ? g_.tensors[lb.owner].kind : TensorKind::kTemporary;
+      r->peak_by_kind[static_cast<int>(k)] += lb.bytes;
+    }
+    if (!options_.accumulating_gradients) return;
+    // Made at or after this step: ops of the program that have not run yet.
+    std::vector<uint8_t>& in_program = s_.in_program;
+    in_program.assign(g_.ops.size(), 0);
+    for (int q : layout_.runs) in_program[q] = 1;
+    for (size_t t = 0; t < g_.tensors.size(); ++t) {
+      const int ti = static_cast<int>(t);
+      if (g_.IsView(ti) || !g_.IsParameterGradient(ti)) continue;
+      const int q = g_.tensors[t].producer;
+      if (q < 0 || !in_program[q] || s_.runs[q] > 0) continue;
+      out.push_back({ti, ti, -1, g_.tensors[t].bytes});
+      r->peak_by_kind[static_cast<int>(g_.tensors[t].kind)] += g_.tensors[t].bytes;
+    }
+    SortLargestFirst(&out);
+  }
+
+  static void SortLargestFirst(std::vector<LiveBuffer>* out) {
+    std::stable_sort(out->begin(), out->end(), [](const LiveBuffer& a, const LiveBuffer& b) {
+      if (a.bytes != b.bytes) return a.bytes > b.bytes;
+      return a.tensor < b.tensor;
+    });
+  }
+
   // Stopped: the reruns of the runs from `first` on still count.
   void Stop(int first, SimResult* r) {
     const int runs = static_cast<int>(layout_.runs.size());
@@ -123,6 +185,7 @@ class LeanRun {
   const ProgramLayout& layout_;
   const SimOptions& options_;
   LeanReplayScratch& s_;
+  const int snapshot_step_;
   int64_t live_ = 0;
   int64_t pending_ = 0;
 };
@@ -132,6 +195,16 @@ class LeanRun {
 void LeanReplay(const Graph& g, const ProgramLayout& layout, const SimOptions& options,
                 SimResult* result, LeanReplayScratch* scratch) {
   LeanRun(g, layout, options, scratch).Run(result);
+}
+
+void LeanLiveAt(const Graph& g, const ProgramLayout& layout, bool accumulating_gradients, int step,
+                SimResult* result, LeanReplayScratch* scratch) {
+  SimOptions options;
+  options.accumulating_gradients = accumulating_gradients;
+  SimResult at;
+  LeanRun(g, layout, options, scratch, step).Run(&at);
+  result->live_at_peak = std::move(at.live_at_peak);
+  result->peak_by_kind = at.peak_by_kind;
 }
 
 }  // namespace memplan

@@ -20,8 +20,8 @@
 // Complexity: O(runs x arity + frees + tensors + ops) per program, without
 // allocation once the scratch has grown.
 //
-// Where it falls short: it answers only the figures; what is alive at the
-// peak needs the laid-out program (CollectLiveAtPeak).
+// Where it falls short: it checks nothing, so it is only for programs the
+// builders made; a program to show or verify is laid out and replayed in full.
 #ifndef MEMPLAN_ANALYZER_SIM_LEAN_REPLAY_H_
 #define MEMPLAN_ANALYZER_SIM_LEAN_REPLAY_H_
 
@@ -38,16 +38,26 @@ namespace memplan {
 struct LeanReplayScratch {
   struct Buffer {
     int64_t bytes;
+    int owner;  // the tensor that allocated it
     int refs;
   };
-  std::vector<uint8_t> alive;    // by tensor
-  std::vector<int> buffer_of;    // by tensor, read only where alive
-  std::vector<int> runs;         // by op: runs so far
-  std::vector<Buffer> buffers;   // allocated so far
-  std::vector<int64_t> made_at;  // by op: accumulator bytes its first run makes
+  std::vector<uint8_t> alive;       // by tensor
+  std::vector<int> buffer_of;       // by tensor, read only where alive
+  std::vector<int> runs;            // by op: runs so far
+  std::vector<Buffer> buffers;      // allocated so far
+  std::vector<int64_t> made_at;     // by op: accumulator bytes its first run makes
+  std::vector<int> holder;          // LeanLiveAt's, by buffer
+  std::vector<uint8_t> in_program;  // LeanLiveAt's, by op
 };
 
 void LeanReplay(const Graph& g, const ProgramLayout& layout, const SimOptions& options,
+                SimResult* result, LeanReplayScratch* scratch);
+
+// What is alive at program step `step` (a run step, or -1: after start-up),
+// in result->live_at_peak and peak_by_kind, as CollectLiveAtPeak (simulator.h)
+// finds them at result->peak_step == step for MaterializeProgram(layout)
+// with the same accumulating_gradients. O(steps up to `step` + tensors).
+void LeanLiveAt(const Graph& g, const ProgramLayout& layout, bool accumulating_gradients, int step,
                 SimResult* result, LeanReplayScratch* scratch);
 
 }  // namespace memplan
