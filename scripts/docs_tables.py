@@ -667,6 +667,13 @@ def search_speed_floor():
     return bench_module("search_speed").table_lines(load("search_speed_floor.json"))
 
 
+@generator("search_speed_lean.json")
+def search_speed_lean():
+    """Every search again, before and after trials replayed from their
+    program's layout (bench/search_speed.py)."""
+    return bench_module("search_speed").table_lines(load("search_speed_lean.json"))
+
+
 @generator("plan_speed.json")
 def plan_speed():
     """Single plans on the synthetic chains and transformers, two builds in one run
