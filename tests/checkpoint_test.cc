@@ -349,12 +349,7 @@ TEST_CASE("simulator: peak_only gives the full replay's figures and nothing else
     std::string err;
     REQUIRE(Simulate(g, cp.program, full, &a, &err));
     REQUIRE(Simulate(g, cp.program, lean, &b, &err));
-    CHECK(b.peak_bytes == a.peak_bytes);
-    CHECK(b.peak_step == a.peak_step);
-    CHECK(b.start_bytes == a.start_bytes);
-    CHECK(b.end_bytes == a.end_bytes);
-    CHECK(b.recompute_cost == a.recompute_cost);
-    CHECK(b.recompute_runs == a.recompute_runs);
+    testing::CheckSameFigures(b, a);
     CHECK(b.peak_by_kind == a.peak_by_kind);
     CHECK(b.live_at_peak.size() == a.live_at_peak.size());
     CHECK(b.live_during.empty());

@@ -44,13 +44,7 @@ void CheckFigures(const Graph& g, const Program& program, const ProgramLayout& l
   std::string err;
   REQUIRE(Simulate(g, program, options, &want, &err));
   LeanReplay(g, layout, options, &got, scratch);
-  CHECK(got.peak_bytes == want.peak_bytes);
-  CHECK(got.peak_step == want.peak_step);
-  CHECK(got.start_bytes == want.start_bytes);
-  CHECK(got.end_bytes == want.end_bytes);
-  CHECK(got.recompute_cost == want.recompute_cost);
-  CHECK(got.recompute_runs == want.recompute_runs);
-  CHECK(got.stopped == want.stopped);
+  testing::CheckSameFigures(got, want);
   CHECK(got.live_at_peak.empty());
   CHECK(got.live_during.empty());
   *stopped += got.stopped;

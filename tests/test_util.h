@@ -69,6 +69,17 @@ inline SimResult MustSimulate(const Graph& g, const Program& p) {
   return r;
 }
 
+// The figures a peak-only replay answers: `got`'s equal `want`'s.
+inline void CheckSameFigures(const SimResult& got, const SimResult& want) {
+  CHECK(got.peak_bytes == want.peak_bytes);
+  CHECK(got.peak_step == want.peak_step);
+  CHECK(got.start_bytes == want.start_bytes);
+  CHECK(got.end_bytes == want.end_bytes);
+  CHECK(got.recompute_cost == want.recompute_cost);
+  CHECK(got.recompute_runs == want.recompute_runs);
+  CHECK(got.stopped == want.stopped);
+}
+
 inline SimResult Baseline(const Graph& joint, AccumulationMode mode) {
   return MustSimulate(joint, BuildBaselineProgram(joint, mode));
 }
