@@ -75,17 +75,6 @@ bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
   return true;
 }
 
-bool CollectPlanLiveAtPeak(const Graph& g, bool accumulating_gradients, ScoredPlan* plan,
-                           std::string* err) {
-  SimOptions sim;  // op costs only price the replay's reruns: not needed here
-  sim.accumulating_gradients = accumulating_gradients;
-  if (!CollectLiveAtPeak(g, plan->checkpoint.program, sim, &plan->sim, err)) {
-    *err = "checkpoint program is invalid: " + *err;
-    return false;
-  }
-  return true;
-}
-
 bool PlanCheckpoints(const Graph& g, int64_t budget_bytes, const PlannerOptions& options,
                      PlanResult* result, std::string* err) {
   *result = PlanResult();

@@ -303,11 +303,6 @@ bool ScoreCheckpointSet(const Graph& g, const std::vector<bool>& keep,
                         const std::vector<double>& costs, const ScoreOptions& options,
                         ScoredPlan* out, std::string* err);
 
-// What is alive at the peak of *plan, scored with detailed false: fills
-// plan->sim.live_at_peak and peak_by_kind as detailed true would have.
-bool CollectPlanLiveAtPeak(const Graph& g, bool accumulating_gradients, ScoredPlan* plan,
-                           std::string* err);
-
 // Plans g under budget_bytes (the recipes and the result's contract: the
 // top of this file). Not fitting is no error: result->feasible says. False
 // only when the options do not apply (exact on too many candidates, chain

@@ -142,11 +142,7 @@ class LeanRun {
       if (topo_.workspace_bytes[o] > 0) out.push_back({-1, -1, o, topo_.workspace_bytes[o]});
     }
     SortLargestFirst(&out);
-    r->peak_by_kind.fill(0);
-    for (const LiveBuffer& lb : out) {
-      const TensorKind k = lb.owner >= 0 ? g_.tensors[lb.owner].kind : TensorKind::kTemporary;
-      r->peak_by_kind[static_cast<int>(k)] += lb.bytes;
-    }
+    r->peak_by_kind = BytesByKind(g_, out);
     if (!options_.accumulating_gradients) return;
     // Made at or after this step: ops of the program that have not run yet.
     std::vector<uint8_t>& in_program = s_.in_program;
@@ -161,13 +157,6 @@ class LeanRun {
       r->peak_by_kind[static_cast<int>(g_.tensors[t].kind)] += g_.tensors[t].bytes;
     }
     SortLargestFirst(&out);
-  }
-
-  static void SortLargestFirst(std::vector<LiveBuffer>* out) {
-    std::stable_sort(out->begin(), out->end(), [](const LiveBuffer& a, const LiveBuffer& b) {
-      if (a.bytes != b.bytes) return a.bytes > b.bytes;
-      return a.tensor < b.tensor;
-    });
   }
 
   // Stopped: the reruns of the runs from `first` on still count.

@@ -338,15 +338,8 @@ class Replay {
           out.push_back({t, t, -1, g_.tensors[t].bytes});
       if (workspace > 0) out.push_back({-1, -1, p_.steps[step_].op, workspace});
     }
-    std::stable_sort(out.begin(), out.end(), [](const LiveBuffer& a, const LiveBuffer& b) {
-      if (a.bytes != b.bytes) return a.bytes > b.bytes;
-      return a.tensor < b.tensor;
-    });
-    r_->peak_by_kind.fill(0);
-    for (const LiveBuffer& lb : out) {
-      TensorKind k = lb.owner >= 0 ? g_.tensors[lb.owner].kind : TensorKind::kTemporary;
-      r_->peak_by_kind[static_cast<int>(k)] += lb.bytes;
-    }
+    SortLargestFirst(&out);
+    r_->peak_by_kind = BytesByKind(g_, out);
   }
 
   const Graph& g_;
@@ -408,6 +401,23 @@ void AddAccumulators(const Graph& g, const std::vector<int>& made_step, SimResul
 
 }  // namespace
 
+void SortLargestFirst(std::vector<LiveBuffer>* live) {
+  std::stable_sort(live->begin(), live->end(), [](const LiveBuffer& a, const LiveBuffer& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return a.tensor < b.tensor;
+  });
+}
+
+std::array<int64_t, kNumTensorKinds> BytesByKind(const Graph& g,
+                                                 const std::vector<LiveBuffer>& live) {
+  std::array<int64_t, kNumTensorKinds> bytes{};
+  for (const LiveBuffer& lb : live) {
+    const TensorKind k = lb.owner >= 0 ? g.tensors[lb.owner].kind : TensorKind::kTemporary;
+    bytes[static_cast<int>(k)] += lb.bytes;
+  }
+  return bytes;
+}
+
 bool Simulate(const Graph& g, const Program& program, const SimOptions& options, SimResult* result,
               std::string* err) {
   {
@@ -437,11 +447,7 @@ bool CollectLiveAtPeak(const Graph& g, const Program& program, const SimOptions&
       result->live_at_peak.push_back({ti, ti, -1, g.tensors[t].bytes});
       result->peak_by_kind[static_cast<int>(g.tensors[t].kind)] += g.tensors[t].bytes;
     }
-    std::stable_sort(result->live_at_peak.begin(), result->live_at_peak.end(),
-                     [](const LiveBuffer& a, const LiveBuffer& b) {
-                       if (a.bytes != b.bytes) return a.bytes > b.bytes;
-                       return a.tensor < b.tensor;
-                     });
+    SortLargestFirst(&result->live_at_peak);
   }
   return true;
 }

@@ -58,6 +58,13 @@ struct LiveBuffer {
   int64_t bytes = 0;
 };
 
+// The order of SimResult::live_at_peak: largest first, then by tensor index,
+// ties in the order given (a stable sort).
+void SortLargestFirst(std::vector<LiveBuffer>* live);
+// By tensor kind, the bytes of `live` (a workspace counts as temporary).
+std::array<int64_t, kNumTensorKinds> BytesByKind(const Graph& g,
+                                                 const std::vector<LiveBuffer>& live);
+
 // Invariants (all but the figures empty under SimOptions::peak_only):
 // peak_bytes = max(start_bytes, max(live_during)); live_during[s]
 // >= live_after[s] for run steps; live_after.back() == end_bytes; the sum of
